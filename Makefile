@@ -1,0 +1,30 @@
+# agentforge: `make demo` runs the main job on the embedded default model; `make test` runs the test suite.
+VENV ?= .venv
+BIN := $(VENV)/bin
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: setup demo test test-unit lint bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install.sh
+	bash scripts/install.sh
+
+demo: setup
+	$(BIN)/agentforge rollout recipe=grpo_sokoban
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-unit: setup
+	$(BIN)/python -m pytest -q -m unit
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python benchmarks/rollout.py
+	$(BIN)/python benchmarks/advantages.py
+
+clean:
+	rm -rf runs multirun outputs .pytest_cache

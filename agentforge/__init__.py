@@ -1,0 +1,3 @@
+"""agentforge: multi-turn agentic RL post-training for LLM agents."""
+
+__version__ = "0.1.0"

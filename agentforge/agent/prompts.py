@@ -1,0 +1,91 @@
+"""Per-env prompt templates: how a turn's chat is rendered from the task, a history window and the observation.
+
+Prompt formatting lives here, never in env workers: envs return raw observations, the template decides what the
+model sees. A template renders chat *messages*; the AgentLoop applies the tokenizer's chat template once per turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentforge.registry import Registry
+from agentforge.types import Observation
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One past step as the model is reminded of it."""
+
+    observation: str
+    action: str
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A chat prompt for one env family.
+
+    `turn` is formatted with: observation, history (rendered entries, or `no_history`), step (1-based),
+    steps_taken, admissible (comma-separated), history_length. `few_shot` is an optional example exchange added
+    before the first user turn when the agent config asks for it.
+    """
+
+    system: str
+    turn: str
+    history_item: str = "[Observation {index}]\n{observation}\n[Your action {index}] {action}"
+    no_history: str = "(none yet)"
+    action_tag: str = "action"
+    require_think: bool = True
+    few_shot: list[dict[str, str]] = field(default_factory=list)
+
+    def messages(
+        self, observation: Observation, history: list[HistoryEntry], step: int, use_few_shot: bool = False
+    ) -> list[dict[str, str]]:
+        first_index = step - len(history)
+        rendered = "\n".join(
+            self.history_item.format(index=first_index + i, observation=h.observation, action=h.action)
+            for i, h in enumerate(history)
+        )
+        user = self.turn.format(
+            observation=observation.text,
+            history=rendered or self.no_history,
+            history_length=len(history),
+            step=step,
+            steps_taken=step - 1,
+            admissible=", ".join(observation.admissible or []),
+        )
+        shots = list(self.few_shot) if use_few_shot else []
+        return [{"role": "system", "content": self.system}, *shots, {"role": "user", "content": user}]
+
+
+PROMPTS: Registry[PromptTemplate] = Registry("prompt template")
+
+SOKOBAN = PROMPTS.register("sokoban")(
+    PromptTemplate(
+        system=(
+            "You are an expert Sokoban player. You move the player P on a grid. Walls # block you. Walking into a "
+            "box X pushes it one cell if the cell behind it is free. The goal: push every box onto a target O. "
+            "A box cannot be pulled, so never push a box into a corner."
+        ),
+        turn=(
+            "You have taken {steps_taken} step(s). Your last {history_length} observations and actions:\n{history}\n\n"
+            "Current observation (step {step}):\n{observation}\n\n"
+            "Admissible actions: {admissible}.\n"
+            "First think briefly inside <think> </think>, then give exactly one action inside <action> </action>, "
+            "for example <think>The box is right of me and the target is right of the box.</think>"
+            "<action>right</action>"
+        ),
+        few_shot=[
+            {
+                "role": "user",
+                "content": "Current observation:\n#####\n#P X O#\n#####\nAdmissible actions: up, down, left, right.",
+            },
+            {"role": "assistant", "content": "<think>The box is to my right, the target beyond it.</think>"
+             "<action>right</action>"},
+        ],
+    )
+)
+
+
+def prompt_for(env_name: str) -> PromptTemplate:
+    """The template registered for an env (error lists the envs that have one)."""
+    return PROMPTS.get(env_name)

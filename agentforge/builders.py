@@ -1,0 +1,57 @@
+"""Build the parts (model spec, engine, env pool, agent loop) from a composed Hydra config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from agentforge.agent.loop import AgentConfig, AgentLoop
+from agentforge.agent.prompts import prompt_for
+from agentforge.engines import make_engine
+from agentforge.engines.base import RolloutEngine
+from agentforge.engines.interventions import InterventionSpec
+from agentforge.envs.pool import EnvPool, make_pool
+from agentforge.models.loading import ModelSpec, resolve_model
+from agentforge.types import SamplingConfig
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python containers (resolved)."""
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def without_name(node: Any) -> dict[str, Any]:
+    options = dict(plain(node))
+    options.pop("name", None)
+    return options
+
+
+def build_model_spec(cfg: DictConfig) -> ModelSpec:
+    return resolve_model(plain(cfg.model))
+
+
+def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:
+    return make_engine(cfg.engine.name, spec, without_name(cfg.engine))
+
+
+def build_pool(cfg: DictConfig) -> EnvPool:
+    pool_cfg = plain(cfg.env_pool)
+    kind = pool_cfg.pop("kind")
+    return make_pool(kind, cfg.env.name, without_name(cfg.env), **pool_cfg)
+
+
+def build_agent_config(cfg: DictConfig) -> AgentConfig:
+    agent = plain(cfg.agent)
+    sampling = SamplingConfig(**agent.pop("sampling"))
+    agent.pop("intervention", None)
+    return AgentConfig(sampling=sampling, **agent)
+
+
+def build_intervention(cfg: DictConfig) -> InterventionSpec | None:
+    spec = plain(cfg.agent.get("intervention"))
+    return InterventionSpec(kind=spec["kind"], params=spec.get("params", {})) if spec else None
+
+
+def build_agent_loop(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> AgentLoop:
+    return AgentLoop(engine, pool, prompt_for(cfg.env.name), build_agent_config(cfg), build_intervention(cfg))

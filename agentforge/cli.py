@@ -1,0 +1,98 @@
+"""Entry point: `agentforge <command> [hydra overrides]`, a thin shim over one Hydra app.
+
+Hydra has no subcommands, so the shim turns the command into the `command=` override and hands the rest of the
+command line (overrides, `--multirun`, `--cfg job`, ...) to Hydra unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import hydra
+from omegaconf import DictConfig
+
+from agentforge.errors import AgentforgeError
+
+USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
+
+commands:
+  rollout      play a policy on N tasks x G and write trajectories and a summary
+  envs list    list the registered environments
+  envs check   build each env and play one random episode
+
+examples:
+  agentforge rollout recipe=grpo_sokoban
+  agentforge rollout recipe=debug engine=hf rollout.num_tasks=4
+  agentforge rollout recipe=grpo_sokoban --cfg job      (print the composed config)
+"""
+
+
+def _run_rollout(cfg: DictConfig) -> None:
+    from agentforge.rollout import run_rollout
+
+    run_rollout(cfg)
+
+
+HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {"rollout": _run_rollout}
+
+
+@hydra.main(config_path="conf", config_name="config", version_base=None)
+def hydra_app(cfg: DictConfig) -> None:
+    try:
+        HYDRA_COMMANDS[cfg.command](cfg)
+    except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
+        print(f"agentforge: error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def envs_command(args: list[str]) -> int:
+    from agentforge.envs import ENVS
+    from agentforge.envs.base import make_env
+    from agentforge.tasks import TaskSampler
+
+    action = args[0] if args else "list"
+    if action == "list":
+        for name in ENVS.names():
+            print(name)
+        return 0
+    if action == "check":
+        import random
+
+        for name in ENVS.names():
+            env = make_env(name)
+            obs = env.reset(TaskSampler(name).sample(1)[0])
+            steps, done = 0, False
+            while not done and steps < 50:
+                result = env.step(random.choice(obs.admissible or ["look"]))
+                obs, done, steps = result.observation, result.done, steps + 1
+            env.close()
+            print(f"{name}: ok ({steps} random steps)")
+        return 0
+    print(f"unknown envs action {action!r}; use: agentforge envs list | agentforge envs check", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    command, rest = args[0], args[1:]
+    try:
+        if command == "envs":
+            return envs_command(rest)
+        if command not in HYDRA_COMMANDS:
+            valid = ", ".join([*HYDRA_COMMANDS, "envs"])
+            print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
+            return 2
+        sys.argv = [f"agentforge {command}", f"command={command}", *rest]
+        hydra_app()
+    except AgentforgeError as error:
+        print(f"agentforge: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The RolloutEngine protocol: token ids in, sampled token ids + log-probs out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from agentforge.engines.interventions import InterventionSpec
+from agentforge.types import Completion, SamplingConfig
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Batch generation from token-id prompts, plus in-place weight updates.
+
+    `interventions[i]` (or None) applies to prompt i only; forced tokens come back marked in
+    `Completion.forced_mask`.
+    """
+
+    tokenizer: Any
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        interventions: list[InterventionSpec | None] | None = None,
+    ) -> list[Completion]: ...
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+    def sleep(self) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...

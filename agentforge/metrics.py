@@ -1,0 +1,28 @@
+"""Rollout metrics: what a summary, a progress bar and the logger report about a batch of groups."""
+
+from __future__ import annotations
+
+from agentforge.agent.loop import RolloutStats
+from agentforge.types import Group
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return float(numerator) / denominator if denominator else 0.0
+
+
+def rollout_summary(groups: list[Group], stats: RolloutStats) -> dict[str, float]:
+    """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout."""
+    trajectories = [t for g in groups for t in g.trajectories]
+    turns = sum(t.length for t in trajectories)
+    return {
+        "episodes": len(trajectories),
+        "success_rate": _ratio(sum(t.won for t in trajectories), len(trajectories)),
+        "mean_return": _ratio(sum(t.episode_return for t in trajectories), len(trajectories)),
+        "mean_turns": _ratio(turns, len(trajectories)),
+        "invalid_action_rate": _ratio(sum(t.invalid_turns for t in trajectories), turns),
+        "generated_tokens": stats.generated_tokens,
+        "generated_tokens_per_s": _ratio(stats.generated_tokens, stats.generate_seconds),
+        "env_steps": stats.env_steps,
+        "env_steps_per_s": _ratio(stats.env_steps, stats.env_seconds),
+        "wall_seconds": stats.wall_seconds,
+    }

