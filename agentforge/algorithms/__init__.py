@@ -1,0 +1,24 @@
+"""Algorithm plugins: the registry, the base class and the built-in group-relative advantage estimators.
+
+A new algorithm is one module with an `Algorithm` subclass registered under a name, or any class reachable as
+`pkg.mod:Class` from the config (`algorithm.name`), without touching this package.
+"""
+
+from __future__ import annotations
+
+from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns, group_relative, iter_turns
+from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
+from agentforge.algorithms.gigpo import GiGPO
+from agentforge.algorithms.grpo import GRPO
+
+__all__ = [
+    "ALGORITHMS",
+    "GRPO",
+    "Algorithm",
+    "GiGPO",
+    "TurnBatch",
+    "discounted_returns",
+    "group_relative",
+    "iter_turns",
+    "make_algorithm",
+]

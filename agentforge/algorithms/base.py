@@ -1,0 +1,147 @@
+"""The Algorithm plugin interface, its registry and `make_algorithm`.
+
+An algorithm is built from its config options (the Hydra `algorithm` group minus `name`), may hook into the agent
+loop, and turns finished groups into one advantage per turn. The learner broadcasts a turn's advantage to every
+response token of that turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from agentforge.algorithms.advantage_utils import TurnBatch
+from agentforge.errors import ConfigError
+from agentforge.registry import Registry
+from agentforge.types import Group, Task, Trajectory
+
+
+@dataclasses.dataclass
+class AlgorithmConfig:
+    """Options shared by every algorithm (none yet); subclasses add theirs as dataclass fields."""
+
+
+class Algorithm:
+    """Base class: loop hooks (no-ops by default) plus the advantage computation.
+
+    Subclasses set `name`, `config_class` (a dataclass of their options with the defaults) and implement
+    `compute(batch)`. Advantages come back as one flat float64 array aligned with the turn order
+    `for g in groups for τ in g.trajectories for t in τ.turns` (see `advantage_utils.iter_turns`).
+    After each `compute`, `last_metrics` holds a few scalars worth logging (keys without a prefix).
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type] = AlgorithmConfig
+
+    def __init__(self, **options: Any) -> None:
+        self.config = _build_config(self.config_class, options, self.name or type(self).__name__)
+        self.last_metrics: dict[str, float] = {}
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ConfigError for option values that cannot work; called once at construction."""
+
+    # ---- loop hooks, for algorithms that act during rollout (StraTA, T2PO, TrajEvolve, ...) -------------------
+    def before_episode(self, task: Task, rollout_index: int, **context: Any) -> dict[str, Any]:
+        """Called by the agent loop before an episode's first turn.
+
+        Returns per-episode state the loop stores in `Trajectory.meta` (e.g. a StraTA strategy); `context` carries
+        whatever the loop can offer (engine, tokenizer, ...). Default: nothing.
+        """
+        return {}
+
+    def after_episode(self, trajectory: Trajectory, **context: Any) -> None:
+        """Called when an episode ends, before advantages; may annotate the trajectory (labels, descriptors)."""
+
+    def extra_loss_terms(self, batch: Any, **context: Any) -> dict[str, Any]:
+        """Named extra loss tensors the learner adds to the policy loss for this micro-batch. Default: none."""
+        return {}
+
+    # ---- advantages ----------------------------------------------------------------------------------------
+    def advantages(self, groups: Sequence[Group]) -> np.ndarray:
+        """One advantage per turn, flat, in `iter_turns(groups)` order."""
+        return self.compute(TurnBatch.from_groups(groups))
+
+    def compute(self, batch: TurnBatch) -> np.ndarray:
+        """The vectorised core: per-turn advantages for a prebuilt batch (flat order)."""
+        raise NotImplementedError(f"algorithm {self.name!r} does not implement compute()")
+
+
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")
+
+
+def make_algorithm(name_or_cfg: str | Mapping[str, Any]) -> Algorithm:
+    """Build an algorithm from its registered name (or `pkg.mod:Class`), or from a config mapping with `name`.
+
+    A mapping (a dict or an OmegaConf DictConfig such as `cfg.algorithm`) gives the options besides `name`.
+    """
+    import agentforge.algorithms  # noqa: F401  (registers the built-in algorithms)
+
+    if isinstance(name_or_cfg, str):
+        name, options = name_or_cfg, {}
+    else:
+        options = dict(_to_plain_mapping(name_or_cfg))
+        if "name" not in options:
+            raise ConfigError(
+                f"algorithm config {options} has no 'name'; add one, e.g. name: grpo "
+                f"(valid: {', '.join(ALGORITHMS.names())})"
+            )
+        name = options.pop("name")
+    cls = ALGORITHMS.get(str(name))
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise ConfigError(
+            f"algorithm {name!r} resolves to {cls!r}, which is not an agentforge Algorithm subclass; "
+            "point it at a class derived from agentforge.algorithms.Algorithm"
+        )
+    return cls(**options)
+
+
+def _to_plain_mapping(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    try:
+        from omegaconf import OmegaConf
+    except ImportError:  # pragma: no cover - hydra (and so omegaconf) is a core dependency
+        return cfg
+    if OmegaConf.is_config(cfg):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return cfg
+
+
+def _build_config(config_class: type, options: Mapping[str, Any], algorithm: str) -> Any:
+    valid = [f.name for f in dataclasses.fields(config_class)]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for algorithm {algorithm!r}; "
+            f"valid options: {', '.join(valid) or '(none)'}"
+        )
+    return config_class(**options)
+
+
+# ---- validation helpers for subclasses ---------------------------------------------------------------------------
+def check_choice(algorithm: str, option: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"algorithm {algorithm!r}: {option}={value!r} is not one of {', '.join(choices)}")
+
+
+def check_bool(algorithm: str, option: str, value: Any) -> None:
+    if not isinstance(value, bool | np.bool_):
+        raise ConfigError(f"algorithm {algorithm!r}: {option}={value!r} must be true or false")
+
+
+def check_number(
+    algorithm: str, option: str, value: Any, *, low: float | None = None, high: float | None = None,
+    low_open: bool = False,
+) -> None:
+    """A finite real number in [low, high] (or (low, high] with `low_open`)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value <= high
+    if not ok:
+        bounds = f"{'(' if low_open else '['}{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+        raise ConfigError(f"algorithm {algorithm!r}: {option}={value!r} must be a finite number in {bounds}")

@@ -1,0 +1,62 @@
+"""GRPO: one group-relative advantage per trajectory, broadcast to all of its turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentforge.algorithms.advantage_utils import TurnBatch, group_relative, segment_stats
+from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_number
+
+
+@dataclass
+class GRPOConfig:
+    """`norm_by_std: false` is Dr.GRPO (no division by the group's std)."""
+
+    norm_by_std: bool = True
+    epsilon: float = 1e-6
+
+
+@ALGORITHMS.register("grpo")
+class GRPO(Algorithm):
+    """A(τ_i) = (R_i − mean_g R) / (std_g R + ε) over the G trajectories of group g; every turn of τ_i gets A(τ_i).
+
+    R_i is the trajectory's return (sum of `Turn.reward`, so invalid-action penalties count). std is the unbiased
+    sample std (n − 1), as in verl/verl-agent. A group of size 1 gets A = 0 (verl-agent gives it R_i instead: a
+    lone rollout has no baseline, so this project gives it no signal); a group whose returns are all equal gets
+    exactly 0. Trajectories without turns count as group members with return 0 but produce no turn samples.
+    """
+
+    name = "grpo"
+    config_class = GRPOConfig
+    config: GRPOConfig
+
+    def validate(self) -> None:
+        check_bool(self.name, "norm_by_std", self.config.norm_by_std)
+        check_number(self.name, "epsilon", self.config.epsilon, low=0.0, low_open=True)
+
+    def compute(self, batch: TurnBatch) -> np.ndarray:
+        per_traj = group_relative(
+            batch.traj_returns,
+            batch.traj_group,
+            batch.n_groups,
+            norm_by_std=bool(self.config.norm_by_std),
+            epsilon=float(self.config.epsilon),
+        )
+        advantages = per_traj[batch.traj_id]
+        self.last_metrics = _metrics(batch, advantages)
+        return advantages
+
+
+def _metrics(batch: TurnBatch, advantages: np.ndarray) -> dict[str, float]:
+    if batch.n_groups == 0 or batch.n_turns == 0:
+        return {"adv_mean": 0.0, "adv_abs_mean": 0.0, "groups_no_signal_fraction": 0.0}
+    stats = segment_stats(batch.traj_returns, batch.traj_group, batch.n_groups)
+    present = stats.count > 0
+    no_signal = (stats.count <= 1) | stats.constant
+    return {
+        "adv_mean": float(advantages.mean()),
+        "adv_abs_mean": float(np.abs(advantages).mean()),
+        "groups_no_signal_fraction": float(no_signal[present].mean()),
+    }
