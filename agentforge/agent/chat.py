@@ -1,4 +1,4 @@
-"""Turn chat messages into prompt token ids exactly once per turn (the ids the engine sees and the learner trains on)."""
+"""Turn chat messages into prompt token ids once per turn: the ids the engine sees and the learner trains on."""
 
 from __future__ import annotations
 

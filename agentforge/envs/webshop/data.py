@@ -1,0 +1,296 @@
+"""Load a WebShop catalog (products, attributes, human instructions) from the original's file formats.
+
+The same loader reads the bundled generated catalog (`data/`) and the real WebShop files when a user points
+`env.data_dir` at them. What it does, in the original's terms:
+
+- products (`items_shuffle_1000.json` or `items_shuffle.json`): Title = `name`, Description = `full_description`,
+  BulletPoints = `small_description`, options = `customization_options` lowercased with `/` shown as ` | `, price
+  tag `$a` or `$a to $b` from `pricing`; duplicate or malformed asins are skipped.
+- attributes (`items_ins_v2_1000.json` or `items_ins_v2.json`): `{asin: {"attributes": [...]}}`.
+- goals (`items_human_ins.json`): one per human instruction with attributes; the price limit is drawn as the
+  original does (two of the four next multiples of 10 above the product's price, the larger one) from a fixed-seed
+  RNG, then the goals are shuffled with seed 233 like the original server.
+- splits by goal index: test = the first 500 goals, eval = the next 200, train = the rest (for small catalogs:
+  a third, a seventh, the rest).
+
+A product priced as a range gets one price inside it from an RNG seeded by its asin (the original draws it
+unseeded), so rewards are reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentforge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentforge.envs.webshop.search import ProductSearch
+
+BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data"
+PRODUCT_FILES = ("items_shuffle_1000.json", "items_shuffle.json")
+ATTRIBUTE_FILES = ("items_ins_v2_1000.json", "items_ins_v2.json")
+HUMAN_GOALS_FILE = "items_human_ins.json"
+NOUN_LEXICON_FILE = "noun_lexicon.json"
+
+GOAL_SHUFFLE_SEED = 233  # the original server's `random.seed(233); random.shuffle(goals)`
+PRICE_LIMIT_SEED = 233
+PRICE_STEPS = [10.0 * i for i in range(1, 100)]
+NO_PRICE_LIMIT = 1_000_000.0
+TEST_GOALS, EVAL_GOALS = 500, 200
+SPLITS = ("train", "eval", "test")
+
+
+@dataclass(frozen=True)
+class Review:
+    title: str
+    score: int
+    body: str
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product as the pages show it and the reward reads it."""
+
+    asin: str
+    title: str
+    category: str
+    query: str
+    product_category: str
+    description: str
+    bullet_points: tuple[str, ...]
+    price_tag: str
+    price: float
+    options: dict[str, tuple[str, ...]]
+    attributes: tuple[str, ...]
+    reviews: tuple[Review, ...] = ()
+    rating: str = "N.A."
+
+    def search_text(self) -> str:
+        """What the search index sees: title, description, bullet points and option values."""
+        option_text = " ".join(f"{name} {' '.join(values)}" for name, values in self.options.items())
+        return " ".join([self.title, self.description, *self.bullet_points, option_text])
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What to buy: the instruction, the attributes and options it asks for and the price limit."""
+
+    asin: str
+    instruction_text: str
+    attributes: tuple[str, ...]
+    options: tuple[str, ...]
+    price_upper: float
+    query: str
+    name: str
+    product_category: str
+    category: str
+
+
+@dataclass
+class Catalog:
+    """Products by asin, goals in the original's shuffled order, split by goal index."""
+
+    products: list[Product]
+    goals: list[Goal]
+    nouns: frozenset[str] | None
+    source: Path
+    by_asin: dict[str, Product] = field(init=False)
+    _search: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_asin = {p.asin: p for p in self.products}
+
+    def split(self, name: str) -> list[Goal]:
+        if name not in SPLITS:
+            raise ConfigError(f"unknown WebShop split {name!r}; valid splits: {', '.join(SPLITS)}")
+        n = len(self.goals)
+        test = min(TEST_GOALS, n // 3)
+        dev = min(EVAL_GOALS, n // 7)
+        bounds = {"test": (0, test), "eval": (test, test + dev), "train": (test + dev, n)}
+        lo, hi = bounds[name]
+        return self.goals[lo:hi]
+
+    def search_engine(self) -> ProductSearch:
+        """The BM25 search over products: built on first use, then shared by every env of the process."""
+        if self._search is None:
+            with self._lock:
+                if self._search is None:
+                    from agentforge.envs.webshop.search import ProductSearch
+
+                    self._search = ProductSearch(self.products)
+        return self._search
+
+
+def _find(folder: Path, names: tuple[str, ...], what: str) -> Path:
+    for name in names:
+        if (folder / name).is_file():
+            return folder / name
+    raise ConfigError(
+        f"WebShop data folder {folder} has no {what} file (looked for {', '.join(names)}); point env.data_dir at a "
+        "folder with the WebShop files, or leave it null for the bundled catalog"
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path} is not valid JSON ({err}); regenerate it or fix the file") from err
+
+
+def parse_pricing(pricing: Any) -> list[float]:
+    """`"$12.99"` → [12.99]; `"$12.99 - $15.99"` → [12.99, 15.99]; missing → [100.0] (the original's default)."""
+    if isinstance(pricing, int | float):
+        return [float(pricing)]
+    if not pricing or not isinstance(pricing, str):
+        return [100.0]
+    values = []
+    for part in pricing.split("$")[1:]:
+        digits = re.sub(r"[^\d.]", "", part)
+        if digits.count(".") <= 1 and digits.strip("."):
+            values.append(float(digits))
+    return values[:2] or [100.0]
+
+
+def price_tag(values: list[float]) -> str:
+    return f"${values[0]:.2f}" if len(values) == 1 else f"${values[0]:.2f} to ${values[1]:.2f}"
+
+
+def product_price(asin: str, values: list[float]) -> float:
+    """The price the reward compares with the limit: fixed, or drawn inside the range by an asin-seeded RNG."""
+    if len(values) == 1:
+        return values[0]
+    return round(random.Random(f"webshop-price-{asin}").uniform(values[0], values[1]), 2)
+
+
+def _options(raw: Any) -> dict[str, tuple[str, ...]]:
+    options: dict[str, tuple[str, ...]] = {}
+    for name, contents in (raw or {}).items():
+        if not contents:
+            continue
+        values = []
+        for content in contents:
+            value = content.get("value") if isinstance(content, dict) else content
+            if value is not None:
+                values.append(str(value).strip().replace("/", " | ").lower())
+        options[str(name).lower()] = tuple(values)
+    return options
+
+
+def _reviews(raw: Any) -> tuple[Review, ...]:
+    reviews = []
+    for review in raw or []:
+        score = review.get("score", review.get("stars", 0))
+        try:
+            score = int(float(score))
+        except (TypeError, ValueError):
+            score = 0
+        reviews.append(Review(str(review.get("title", "")), score, str(review.get("body", review.get("review", "")))))
+    return tuple(reviews)
+
+
+def _product(raw: dict[str, Any], attributes: dict[str, Any]) -> Product:
+    asin = raw["asin"]
+    bullets = raw.get("small_description") or []
+    values = parse_pricing(raw.get("pricing"))
+    rating = raw.get("average_rating")
+    return Product(
+        asin=asin,
+        title=str(raw.get("name", "")),
+        category=str(raw.get("category", "")),
+        query=str(raw.get("query", "")).lower().strip(),
+        product_category=str(raw.get("product_category", "")),
+        description=str(raw.get("full_description") or ""),
+        bullet_points=tuple(bullets) if isinstance(bullets, list) else (str(bullets),),
+        price_tag=price_tag(values),
+        price=product_price(asin, values),
+        options=_options(raw.get("customization_options")),
+        attributes=tuple(attributes.get(asin, {}).get("attributes") or ()),
+        reviews=_reviews(raw.get("reviews") or raw.get("Reviews")),
+        rating="N.A." if rating in (None, "", "N.A.") else str(rating),
+    )
+
+
+def _price_limit(rng: random.Random, price: float) -> tuple[float, str]:
+    steps = [p for p in PRICE_STEPS if p > price][:4]
+    if len(steps) < 2:
+        return NO_PRICE_LIMIT, ""
+    upper = max(rng.sample(steps, 2))
+    return upper, f", and price lower than {upper:.2f} dollars"
+
+
+def build_goals(products: list[Product], human: dict[str, list[dict[str, Any]]]) -> list[Goal]:
+    """One goal per human instruction with attributes, in product order, then shuffled as the original."""
+    rng = random.Random(PRICE_LIMIT_SEED)
+    goals = []
+    for product in products:
+        for ins in human.get(product.asin, []):
+            attributes = tuple(ins.get("instruction_attributes") or ())
+            if not attributes:
+                continue
+            upper, price_text = _price_limit(rng, product.price)
+            goals.append(
+                Goal(
+                    asin=product.asin,
+                    instruction_text=str(ins["instruction"]).strip(".") + price_text,
+                    attributes=attributes,
+                    options=tuple(ins.get("instruction_options") or ()),
+                    price_upper=upper,
+                    query=product.query,
+                    name=product.title,
+                    product_category=product.product_category,
+                    category=product.category,
+                )
+            )
+    random.Random(GOAL_SHUFFLE_SEED).shuffle(goals)
+    return goals
+
+
+_CACHE: dict[tuple[str, int | None], Catalog] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_catalog(data_dir: str | Path | None = None, num_products: int | None = None) -> Catalog:
+    """The catalog in `data_dir` (default: the bundled one), loaded once per process and shared."""
+    folder = Path(data_dir).expanduser().resolve() if data_dir else BUNDLED_DATA_DIR
+    if not folder.is_dir():
+        raise ConfigError(f"WebShop data_dir {folder} is not a folder; set env.data_dir to the WebShop data folder "
+                          "or null for the bundled catalog")
+    if num_products is not None and num_products < 1:
+        raise ConfigError(f"webshop num_products must be >= 1 or null (all), got {num_products}")
+    key = (str(folder), num_products)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = _load(folder, num_products)
+        return _CACHE[key]
+
+
+def _load(folder: Path, num_products: int | None) -> Catalog:
+    raw_products = _read_json(_find(folder, PRODUCT_FILES, "products (items_shuffle)"))
+    attributes = _read_json(_find(folder, ATTRIBUTE_FILES, "attributes (items_ins_v2)"))
+    human = _read_json(_find(folder, (HUMAN_GOALS_FILE,), "human instructions"))
+    if num_products is not None:
+        raw_products = raw_products[:num_products]
+    products, seen = [], set()
+    for raw in raw_products:
+        asin = str(raw.get("asin", ""))
+        if not asin or asin == "nan" or len(asin) > 10 or asin in seen:
+            continue
+        seen.add(asin)
+        products.append(_product(raw, attributes))
+    if not products:
+        raise ConfigError(f"no products could be read from {folder}; check the items_shuffle file")
+    lexicon_path = folder / NOUN_LEXICON_FILE
+    nouns = frozenset(w.lower() for w in _read_json(lexicon_path)) if lexicon_path.is_file() else None
+    goals = build_goals(products, human)
+    if not goals:
+        raise ConfigError(f"{folder / HUMAN_GOALS_FILE} gives no goal for the loaded products (each needs an "
+                          "instruction with instruction_attributes)")
+    return Catalog(products=products, goals=goals, nouns=nouns, source=folder)

@@ -1,0 +1,212 @@
+"""The WebShop env: search → results → item (options, sub pages) → `buy now`, as the original's text mode.
+
+Actions are `search[<query>]` (on the search page) and `click[<button | asin | option>]`. Admissible actions:
+on the search page the query is free text, so `admissible` is None there (the agent loop then passes any action
+through and this env validates it); on every other page it is the list of `click[...]` actions of that page.
+An action the page does not offer is a no-op that costs a step: the page comes back prefixed with
+`Invalid action: …` and `info["invalid_action"]` is True. Selected options are remembered per item (through its
+sub pages and when coming back to it) until the next search, which clears them like the original's session.
+Only `click[buy now]` pays: the reward of `reward.py`, `info["task_score"] = 10·R`, `won` iff R == 1.
+
+The anchor (GiGPO's state key) is the page text plus the options chosen on the current item, which the simple
+text mode does not show but which decide the reward.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentforge.envs.base import ENVS
+from agentforge.envs.webshop.data import Catalog, Goal, Product, load_catalog
+from agentforge.envs.webshop.pages import (
+    BACK_TO_SEARCH,
+    BUY_NOW,
+    NEXT_PAGE,
+    PREV_PAGE,
+    SUB_PAGES,
+    Page,
+    done_page,
+    item_page,
+    page_count,
+    results_page,
+    search_page,
+    sub_page,
+)
+from agentforge.envs.webshop.reward import PurchaseReward, purchase_reward
+from agentforge.errors import ConfigError
+from agentforge.tasks import SPLIT_SEED_BASE
+from agentforge.types import Observation, StepResult, Task
+
+_ACTION = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def parse_action(action: str) -> tuple[str, str] | None:
+    """`search[red shoes]` → ("search", "red shoes"); arguments lowercased with whitespace collapsed."""
+    match = _ACTION.match(action) if isinstance(action, str) else None
+    if match is None:
+        return None
+    return match.group(1).lower(), " ".join(match.group(2).lower().split())
+
+
+def goal_index(task: Task, split_size: int) -> int:
+    """A task's goal within its split: seeds count from the split's base (train 0, eval 1e6, test 2e6)."""
+    if task.split not in SPLIT_SEED_BASE:
+        raise ConfigError(f"unknown split {task.split!r} for webshop; valid splits: {', '.join(SPLIT_SEED_BASE)}")
+    return (task.seed - SPLIT_SEED_BASE[task.split]) % split_size
+
+
+@ENVS.register("webshop")
+class WebShopEnv:
+    """Buy the product the instruction asks for. Deterministic given the task and the actions."""
+
+    def __init__(self, data_dir: str | None = None, max_steps: int = 15, num_products: int | None = None) -> None:
+        if max_steps < 1:
+            raise ConfigError(f"webshop max_steps must be >= 1, got {max_steps}")
+        self.max_steps = max_steps
+        self.catalog: Catalog = load_catalog(data_dir, num_products)
+        self._goal: Goal | None = None
+        self.steps_taken = 0
+        self.done = False
+        self._page: Page | None = None
+        self._results: list[Product] = []
+        self._results_page = 1
+        self._asin: str | None = None
+        self._chosen: dict[str, dict[str, str]] = {}
+        self._last_reward: PurchaseReward | None = None
+
+    # -- episode -------------------------------------------------------------------------------------------------
+    def reset(self, task: Task) -> Observation:
+        goals = self.catalog.split(task.split)
+        if not goals:
+            raise ConfigError(f"the WebShop catalog in {self.catalog.source} has no {task.split} goals")
+        return self.reset_to_goal(goals[goal_index(task, len(goals))])
+
+    def reset_to_goal(self, goal: Goal) -> Observation:
+        """Start an episode on a given goal (tests, hand-made tasks)."""
+        self._goal = goal
+        self.steps_taken = 0
+        self.done = False
+        self._results, self._results_page, self._asin, self._chosen = [], 1, None, {}
+        self._last_reward = None
+        self._page = search_page(goal.instruction_text)
+        return self._observation()
+
+    def step(self, action: str) -> StepResult:
+        if self._goal is None:
+            raise RuntimeError("the WebShop env has no episode; call reset(task) first")
+        if self.done:
+            raise RuntimeError("this WebShop episode is over (done=True); call reset() before stepping again")
+        self.steps_taken += 1
+        parsed = parse_action(action)
+        error = self._act(parsed) if parsed is not None else (
+            f"{action!r} is not an action; write search[<query>] or click[<button>]")
+        info: dict[str, Any] = {"steps": self.steps_taken, "page": self.page.name, "invalid_action": bool(error)}
+        reward, won = 0.0, False
+        if self._last_reward is not None:
+            reward, won = self._last_reward.reward, self._last_reward.reward == 1.0
+            info.update(task_score=10.0 * reward, reward_components=self._last_reward.as_info(),
+                        purchased_asin=self._asin, chosen_options=dict(self._chosen.get(self._asin or "", {})),
+                        goal_asin=self.goal.asin)
+            self.done = True
+        elif self.steps_taken >= self.max_steps:
+            info.update(task_score=0.0, truncated=True)
+            self.done = True
+        if error:
+            info["error"] = error
+        return StepResult(self._observation(error), reward, self.done, won, info)
+
+    def close(self) -> None:
+        self._goal = None
+
+    # -- accessors -----------------------------------------------------------------------------------------------
+    @property
+    def goal(self) -> Goal:
+        if self._goal is None:
+            raise RuntimeError("the WebShop env has no episode; call reset(task) first")
+        return self._goal
+
+    @property
+    def page(self) -> Page:
+        if self._page is None:
+            raise RuntimeError("the WebShop env has no episode; call reset(task) first")
+        return self._page
+
+    @property
+    def chosen_options(self) -> dict[str, str]:
+        """The options selected on the current item (name → value)."""
+        return dict(self._chosen.get(self._asin or "", {}))
+
+    def admissible_actions(self) -> list[str] | None:
+        """None on the search page (free-text query), else the page's `click[...]` actions."""
+        if self.page.has_search_bar:
+            return None
+        return [f"click[{c}]" for c in self.page.clickables]
+
+    # -- transitions ---------------------------------------------------------------------------------------------
+    def _act(self, parsed: tuple[str, str]) -> str:
+        """Apply an action; returns an error message when the page does not offer it (nothing changes then)."""
+        kind, arg = parsed
+        if kind == "search":
+            if not self.page.has_search_bar:
+                return "search is only possible on the search page; click[back to search] first"
+            if not arg:
+                return "empty search; write search[<keywords>]"
+            self._results = self.catalog.search_engine().search(arg)
+            self._results_page, self._asin, self._chosen = 1, None, {}
+            self._show_results()
+            return ""
+        if arg not in self.page.clickables:
+            offered = ", ".join(self.page.clickables) or "nothing (use search[<query>])"
+            return f"click[{arg}] is not on this page; clickable: {offered}"
+        self._click(arg)
+        return ""
+
+    def _click(self, target: str) -> None:
+        name = self.page.name
+        if target == BACK_TO_SEARCH.lower():
+            self._asin, self._chosen = None, {}
+            self._page = search_page(self.goal.instruction_text)
+        elif name == "results":
+            if target == NEXT_PAGE.lower():
+                self._results_page = min(self._results_page + 1, page_count(len(self._results)))
+            elif target == PREV_PAGE.lower():
+                self._results_page = max(1, self._results_page - 1)
+            else:
+                self._asin = next(p.asin for p in self._results if p.asin.lower() == target)
+                self._page = item_page(self.goal.instruction_text, self.product)
+                return
+            self._show_results()
+        elif name == "item":
+            if target == PREV_PAGE.lower():
+                self._show_results()
+            elif target == BUY_NOW.lower():
+                self._last_reward = purchase_reward(
+                    self.product, self.goal, self.chosen_options.values(), self.catalog.nouns
+                )
+                self._page = done_page(self.goal.instruction_text, self._last_reward.reward)
+            elif target in (s.lower() for s in SUB_PAGES):
+                self._page = sub_page(self.goal.instruction_text, self.product, target)
+            else:
+                option_name = next(n for n, values in self.product.options.items() if target in values)
+                self._chosen.setdefault(self.product.asin, {})[option_name] = target
+        elif target == PREV_PAGE.lower():  # a sub page goes back to its item
+            self._page = item_page(self.goal.instruction_text, self.product)
+
+    def _show_results(self) -> None:
+        self._page = results_page(self.goal.instruction_text, self._results, self._results_page)
+
+    @property
+    def product(self) -> Product:
+        if self._asin is None:
+            raise RuntimeError("no product is open")
+        return self.catalog.by_asin[self._asin]
+
+    def _observation(self, error: str = "") -> Observation:
+        page = self.page
+        anchor = page.text
+        chosen = self._chosen.get(self._asin or "", {})
+        if chosen and page.name in ("item", "description", "features", "reviews"):
+            anchor += " [SEP] chosen: " + ", ".join(f"{k}: {v}" for k, v in sorted(chosen.items()))
+        text = f"Invalid action: {error} [SEP] {page.text}" if error else page.text
+        return Observation(text=text, anchor=anchor, admissible=self.admissible_actions() if not self.done else [])

@@ -1,0 +1,169 @@
+"""WebShop's purchase reward, as the original defines it (FACTS "Environments"):
+
+    R = r_type · (n_attr + n_opt + 1[price ≤ limit]) / (|goal attributes| + |goal options| + 1)
+
+- attribute match: a product attribute with rapidfuzz `token_set_ratio > 85`, else the goal attribute as a
+  substring of the title, bullet points or description (lowercased);
+- option match: goal and chosen options colour-normalised, then `token_set_ratio > 85`; each goal option counts once;
+- r_type = 1, but 0.5 unless the query matches, ≥ 2 category levels are shared or the title score > 0.2;
+  0.1 if the title score < 0.1 and 0 if it is 0. The title score is the share of the goal product's title nouns
+  that the bought product's title also has.
+
+Noun tagging replaces spaCy (not available offline): with a noun lexicon (the generated catalog ships
+`noun_lexicon.json`, the nouns of its vocabulary, brands included) a title's nouns are its words in the lexicon;
+without one (real data) they are its words that are not stop words, numbers, units or common adjectives/colours —
+close to spaCy's NOUN/PROPN on product titles, which are mostly noun phrases.
+
+Colour normalisation maps an option to the first colour word of COLOR_WORDS (alphabetical, as the original's
+list) that occurs in it as a whole word; the original matched substrings, which turned e.g. "standard" into "tan".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from agentforge.envs.webshop.data import Goal, Product
+
+FUZZY_THRESHOLD = 85
+
+COLOR_WORDS = (
+    "apricot", "aqua", "auburn", "azure", "beige", "black", "blonde", "blue", "blush", "bronze", "brown",
+    "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "chocolate", "coffee", "copper", "coral",
+    "cream", "crimson", "denim", "fuchsia", "gold", "gray", "green", "grey", "indigo", "ivory", "khaki",
+    "lavender", "lilac", "lime", "magenta", "maroon", "mauve", "mint", "multicolor", "mustard", "navy", "nude",
+    "olive", "orange", "peach", "pink", "plum", "purple", "red", "rose", "rust", "sage", "sand", "silver", "tan",
+    "taupe", "teal", "turquoise", "violet", "walnut", "white", "wine", "yellow",
+)
+
+_TITLE_STOP_TEXT = (
+    "a an and are as at be but by for from if in into is it its of on or per so the to with without up out "
+    "new set pack count pcs piece pieces size inch inches in oz ounce ounces fl lb lbs pound pounds ft feet cm mm "
+    "ml l kg g gb tb x xl xxl"
+)
+_ADJECTIVES_TEXT = (
+    "small medium large big little long short tall high low light dark heavy soft hard hot cold warm cool new old "
+    "best great good premium natural organic pure fresh free easy quick fast slow slim thin thick wide narrow "
+    "extra super ultra mini portable wireless waterproof durable comfortable adjustable reusable lightweight "
+    "compact classic modern vintage cute beautiful elegant simple stylish professional original assorted "
+    "multi double single dual deep flat round square non anti"
+)
+TITLE_STOP_WORDS = frozenset(_TITLE_STOP_TEXT.split())
+COMMON_ADJECTIVES = frozenset(_ADJECTIVES_TEXT.split()) | frozenset(COLOR_WORDS)
+_WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
+
+
+def title_nouns(title: str, lexicon: Collection[str] | None = None) -> list[str]:
+    """The nouns of a product title (see the module doc for why this is not spaCy)."""
+    words = _WORD.findall(title.lower())
+    if lexicon is not None:
+        return [w for w in words if w in lexicon]
+    return [
+        w for w in words
+        if len(w) > 1 and not any(c.isdigit() for c in w) and w not in TITLE_STOP_WORDS and w not in COMMON_ADJECTIVES
+    ]
+
+
+@dataclass(frozen=True)
+class TypeMatch:
+    r_type: float
+    query_match: bool
+    category_match: bool
+    title_score: float
+
+
+def type_reward(product: Product, goal: Goal, lexicon: Collection[str] | None = None) -> TypeMatch:
+    """Is the bought product the *kind* of product asked for (query, category path, title nouns)?"""
+    query_match = product.query == goal.query
+    bought_levels = {level.strip() for level in product.product_category.split("›")} - {""}
+    goal_levels = {level.strip() for level in goal.product_category.split("›")} - {""}
+    category_match = len(bought_levels & goal_levels) >= 2
+    desired = title_nouns(goal.name, lexicon)
+    bought = set(title_nouns(product.title, lexicon))
+    title_score = 0.2 if not desired else len(set(desired) & bought) / len(desired)
+    r_type = 1.0
+    if not (query_match or category_match or title_score > 0.2):
+        r_type = 0.5
+    if title_score < 0.1:
+        r_type = 0.1
+    if title_score == 0.0:
+        r_type = 0.0
+    return TypeMatch(r_type, query_match, category_match, title_score)
+
+
+def attribute_matches(product: Product, goal_attributes: Iterable[str]) -> int:
+    """How many goal attributes the product has (fuzzy against its attributes, else in its text)."""
+    text_fields = (product.title.lower(), " ".join(product.bullet_points).lower(), product.description.lower())
+    matched = 0
+    for wanted in goal_attributes:
+        fuzzy = any(fuzz.token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in product.attributes)
+        if fuzzy or any(wanted in text for text in text_fields):
+            matched += 1
+    return matched
+
+
+def normalize_color(option: str) -> str:
+    """An option naming a colour becomes that colour word ("navy blue" → "blue"); others are unchanged."""
+    words = set(_WORD.findall(option.lower()))
+    for color in COLOR_WORDS:
+        if color in words:
+            return color
+    return option
+
+
+def option_matches(chosen: Iterable[str], goal_options: Iterable[str]) -> int:
+    """How many goal options the chosen options satisfy (each goal option at most once)."""
+    have = [normalize_color(o) for o in chosen]
+    return sum(
+        any(fuzz.token_set_ratio(h, normalize_color(wanted)) > FUZZY_THRESHOLD for h in have)
+        for wanted in goal_options
+    )
+
+
+@dataclass(frozen=True)
+class PurchaseReward:
+    """The reward of one purchase and every component it is made of (reported in the step info)."""
+
+    reward: float
+    r_type: float
+    query_match: bool
+    category_match: bool
+    title_score: float
+    n_attr_matches: int
+    n_attrs: int
+    n_option_matches: int
+    n_options: int
+    r_price: bool
+    price: float
+    price_upper: float
+
+    def as_info(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def purchase_reward(
+    product: Product, goal: Goal, chosen_options: Iterable[str], lexicon: Collection[str] | None = None
+) -> PurchaseReward:
+    kind = type_reward(product, goal, lexicon)
+    n_attr = attribute_matches(product, goal.attributes)
+    n_opt = option_matches(list(chosen_options), goal.options)
+    r_price = product.price <= goal.price_upper
+    total = (n_attr + n_opt + int(r_price)) / (len(goal.attributes) + len(goal.options) + 1)
+    return PurchaseReward(
+        reward=total * kind.r_type,
+        r_type=kind.r_type,
+        query_match=kind.query_match,
+        category_match=kind.category_match,
+        title_score=kind.title_score,
+        n_attr_matches=n_attr,
+        n_attrs=len(goal.attributes),
+        n_option_matches=n_opt,
+        n_options=len(goal.options),
+        r_price=r_price,
+        price=product.price,
+        price_upper=goal.price_upper,
+    )
