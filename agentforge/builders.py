@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -12,6 +14,7 @@ from agentforge.engines import make_engine
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool, make_pool
+from agentforge.errors import ConfigError
 from agentforge.models.loading import ModelSpec, resolve_model
 from agentforge.types import SamplingConfig
 
@@ -28,7 +31,17 @@ def without_name(node: Any) -> dict[str, Any]:
 
 
 def build_model_spec(cfg: DictConfig) -> ModelSpec:
-    return resolve_model(plain(cfg.model))
+    """The model to load; `model.init_from=<HF folder>` (e.g. an SFT run's `model/`) replaces its weights."""
+    model_cfg = dict(plain(cfg.model))
+    init_from = model_cfg.pop("init_from", None)
+    spec = resolve_model(model_cfg)
+    if init_from:
+        path = Path(str(init_from))
+        if not (path / "config.json").exists():
+            raise ConfigError(f"model.init_from={init_from} is not an HF model folder (no config.json); point it at an "
+                              "SFT run's model/ folder")
+        spec = replace(spec, path=str(path), name=f"{spec.name}@{path}")
+    return spec
 
 
 def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:

@@ -6,6 +6,7 @@ command line (overrides, `--multirun`, `--cfg job`, ...) to Hydra unchanged.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -17,11 +18,16 @@ from agentforge.errors import AgentforgeError
 USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
 
 commands:
+  train        RL training: rollout -> advantages -> DeepSpeed update -> weight sync, with eval and checkpoints
+  sft          supervised warm start on expert trajectories (writes <run dir>/model for model.init_from)
   rollout      play a policy on N tasks x G and write trajectories and a summary
   envs list    list the registered environments
   envs check   build each env and play one random episode
 
 examples:
+  agentforge train recipe=gigpo_sokoban
+  agentforge train recipe=gigpo_sokoban resume=true
+  agentforge train recipe=debug --multirun algorithm=grpo,gigpo
   agentforge rollout recipe=grpo_sokoban
   agentforge rollout recipe=debug engine=hf rollout.num_tasks=4
   agentforge rollout recipe=grpo_sokoban --cfg job      (print the composed config)
@@ -34,7 +40,21 @@ def _run_rollout(cfg: DictConfig) -> None:
     run_rollout(cfg)
 
 
-HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {"rollout": _run_rollout}
+def _run_train(cfg: DictConfig) -> None:
+    from agentforge.trainer import run_train
+
+    run_train(cfg)
+
+
+def _run_sft(cfg: DictConfig) -> None:
+    from agentforge.sft import run_sft
+
+    run_sft(cfg)
+
+
+HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
+    "train": _run_train, "rollout": _run_rollout, "sft": _run_sft,
+}
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
@@ -74,6 +94,8 @@ def envs_command(args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # vLLM's CPU engine drops to one thread unless OMP_NUM_THREADS is set before torch starts: use every core.
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)

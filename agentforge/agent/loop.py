@@ -58,6 +58,33 @@ class _Episode:
 ProgressCallback = Callable[[int, int, RolloutStats], None]
 
 
+def render_turn_prompt(
+    template: PromptTemplate,
+    tokenizer: Any,
+    config: AgentConfig,
+    observation: Observation,
+    history: list[HistoryEntry],
+    step: int,
+    task: Task,
+) -> list[int]:
+    """A turn's prompt ids: the last K history entries, dropping the oldest until the prompt fits the budget.
+
+    Shared by the AgentLoop and expert-data builders so SFT data has exactly the token format of rollouts.
+    """
+    window = history[-config.history_length :] if config.history_length > 0 else []
+    while True:
+        ids = chat_prompt_ids(tokenizer, template.messages(observation, window, step, config.few_shot))
+        if len(ids) <= config.max_prompt_tokens:
+            return ids
+        if not window:
+            raise ConfigError(
+                f"the prompt for {task.describe()} has {len(ids)} tokens without history, over "
+                f"agent.max_prompt_tokens={config.max_prompt_tokens}; raise it (and the engine's max_model_len) "
+                "or shorten the env's observation"
+            )
+        window = window[1:]
+
+
 class AgentLoop:
     """Plays groups of episodes with one engine and one env pool."""
 
@@ -113,20 +140,10 @@ class AgentLoop:
         return groups, stats
 
     def _prompt_ids(self, episode: _Episode, step: int) -> list[int]:
-        """Render and tokenise the turn; drop the oldest history entries until the prompt fits."""
-        history = episode.history[-self.config.history_length :] if self.config.history_length > 0 else []
-        while True:
-            messages = self.template.messages(episode.observation, history, step, self.config.few_shot)
-            ids = chat_prompt_ids(self.tokenizer, messages)
-            if len(ids) <= self.config.max_prompt_tokens:
-                return ids
-            if not history:
-                raise ConfigError(
-                    f"the prompt for {episode.trajectory.task.describe()} has {len(ids)} tokens without history, "
-                    f"over agent.max_prompt_tokens={self.config.max_prompt_tokens}; raise it (and the engine's "
-                    "max_model_len) or shorten the env's observation"
-                )
-            history = history[1:]
+        return render_turn_prompt(
+            self.template, self.tokenizer, self.config, episode.observation, episode.history, step,
+            episode.trajectory.task,
+        )
 
     def _play_turn(self, active: list[_Episode], step: int, stats: RolloutStats) -> None:
         prompts = [self._prompt_ids(e, step) for e in active]

@@ -1,0 +1,260 @@
+"""The HF transformers rollout engine: the fallback when vLLM is absent, and the reference vLLM is checked against.
+
+Conventions shared with the vLLM engine, so either can feed the learner:
+- token ids are exactly the sampled ids, including the EOS token or the token that completed a stop string;
+  `text` is their decoding (special tokens skipped), cut right after the first stop string, as vLLM does with
+  `include_stop_str_in_output=True`;
+- log-probs are log-softmax of the model's raw logits (before penalties, temperature, top-k/p and
+  interventions), i.e. vLLM's default `raw_logprobs`;
+- processing order is vLLM's: interventions, repetition penalty (prompt + output), presence penalty (output),
+  then temperature, top-k, top-p.
+Prompts are left-padded; the attention mask is built from prompt lengths, never from pad ids, because SmolLM2's
+pad token `<|im_end|>` also occurs inside chat prompts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+
+from agentforge.engines import EngineRng
+from agentforge.engines.interventions import Intervention, InterventionSpec, build_intervention
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
+from agentforge.types import Completion, SamplingConfig
+
+
+class InterventionLogitsProcessor(LogitsProcessor):
+    """HF adapter for interventions: row r of the padded batch runs `interventions[r]` (or nothing)."""
+
+    def __init__(self, interventions: Sequence[Intervention | None], prompt_width: int) -> None:
+        self.interventions = list(interventions)
+        self.prompt_width = prompt_width
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        # generate() keeps this very tensor as the step's raw logits (`output_logits`): never modify it in place
+        scores = scores.clone()
+        for row, intervention in enumerate(self.interventions):
+            if intervention is not None:
+                intervention.step(input_ids[row, self.prompt_width :].tolist(), scores[row])
+        return scores
+
+
+class PenaltyLogitsProcessor(LogitsProcessor):
+    """vLLM-style penalties over a left-padded batch: repetition on prompt + output tokens, presence on output.
+
+    transformers' own repetition processor would also penalise the pad token, which is SmolLM2's EOS.
+    """
+
+    def __init__(self, prompt_lengths: Sequence[int], prompt_width: int, repetition: float, presence: float) -> None:
+        self.prompt_width = prompt_width
+        self.repetition = repetition
+        self.presence = presence
+        positions = torch.arange(prompt_width)
+        self.prompt_real = positions[None, :] >= (prompt_width - torch.tensor(prompt_lengths))[:, None]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        output_ids = input_ids[:, self.prompt_width :]
+        in_output = torch.zeros_like(scores, dtype=torch.long).scatter_add_(1, output_ids, torch.ones_like(output_ids))
+        if self.repetition != 1.0:
+            real = self.prompt_real.to(input_ids.device).long()
+            in_prompt = torch.zeros_like(in_output).scatter_add_(1, input_ids[:, : self.prompt_width], real)
+            penalised = torch.where(scores > 0, scores / self.repetition, scores * self.repetition)
+            scores = torch.where((in_prompt + in_output) > 0, penalised, scores)
+        if self.presence != 0.0:
+            scores = scores - self.presence * (in_output > 0).to(scores.dtype)
+        return scores
+
+
+class StopStringCriteria(StoppingCriteria):
+    """Stop a row once its decoded output (special tokens skipped) contains a stop string."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_width: int) -> None:
+        self.tokenizer = tokenizer
+        self.stops = list(stops)
+        self.prompt_width = prompt_width
+        # A stop string of L characters spans at most L tokens (+2 for tokens that decode to partial characters).
+        self.window = max(len(s) for s in self.stops) + 2
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        tails = input_ids[:, self.prompt_width :][:, -self.window :].tolist()
+        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        done = [any(s in text for s in self.stops) for text in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """End index of the stop string that completes earliest in `text` (vLLM's rule), or None."""
+    ends = [text.find(s) + len(s) for s in stops if s and s in text]
+    return min(ends) if ends else None
+
+
+class HFEngine:
+    """transformers `generate` behind the RolloutEngine protocol."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        dtype: str | None = None,
+        seed: int = 0,
+        batch_size: int = 32,
+        device: str = "cpu",
+    ) -> None:
+        if batch_size < 1:
+            raise ConfigError(f"engine.batch_size must be >= 1, got {batch_size}")
+        self.spec = spec
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.tokenizer = load_tokenizer(spec)
+        self.model = load_hf_model(spec, dtype).to(self.device)
+        self.rng = EngineRng(seed)
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.add(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(eos_ids)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else self.eos_ids[0]
+
+    # ------------------------------------------------------------------------------------------- generation
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        interventions: list[InterventionSpec | None] | None = None,
+    ) -> list[Completion]:
+        if interventions is not None and len(interventions) != len(prompts):
+            raise AgentforgeError(f"got {len(interventions)} interventions for {len(prompts)} prompts; pass one each")
+        for i, prompt in enumerate(prompts):
+            if not prompt:
+                raise AgentforgeError(f"prompt {i} is empty; every prompt needs at least one token")
+        specs = interventions or [None] * len(prompts)
+        # Batch similar lengths together to waste less compute on padding; results go back in input order.
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        results: list[Completion | None] = [None] * len(prompts)
+        with self.rng.active(), torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                done = self._generate_batch([prompts[i] for i in chunk], sampling, [specs[i] for i in chunk])
+                for i, completion in zip(chunk, done, strict=True):
+                    results[i] = completion
+        return [c for c in results if c is not None]
+
+    def _generate_batch(
+        self, prompts: list[list[int]], sampling: SamplingConfig, specs: list[InterventionSpec | None]
+    ) -> list[Completion]:
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[row, width - len(prompt) :] = 1
+        live = [build_intervention(s) if s is not None else None for s in specs]
+
+        processors = LogitsProcessorList()
+        if any(i is not None for i in live):
+            processors.append(InterventionLogitsProcessor(live, width))
+        if sampling.repetition_penalty != 1.0 or sampling.presence_penalty != 0.0:
+            processors.append(
+                PenaltyLogitsProcessor(
+                    [len(p) for p in prompts], width, sampling.repetition_penalty, sampling.presence_penalty
+                )
+            )
+        criteria = StoppingCriteriaList()
+        stops = [s for s in sampling.stop if s]
+        if stops:
+            criteria.append(StopStringCriteria(self.tokenizer, stops, width))
+
+        greedy = sampling.temperature < 1e-5
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            # when sampling, explicit values: None would let transformers fill in its defaults (top_k=50)
+            temperature=None if greedy else sampling.temperature,
+            top_p=None if greedy else sampling.top_p,
+            top_k=None if greedy else max(sampling.top_k, 0),
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            bos_token_id=self.tokenizer.bos_token_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention_mask.to(self.device),
+            generation_config=config,
+            logits_processor=processors,
+            stopping_criteria=criteria,
+        )
+        new_tokens = out.sequences[:, width:].cpu()
+        logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # raw logits: before any processor
+        token_logprobs = logprobs.gather(-1, new_tokens.to(logprobs.device)[..., None])[..., 0].cpu()
+        return [
+            self._completion(new_tokens[row].tolist(), token_logprobs[row].tolist(), stops, live[row])
+            for row in range(len(prompts))
+        ]
+
+    def _completion(
+        self, ids: list[int], logprobs: list[float], stops: list[str], intervention: Intervention | None
+    ) -> Completion:
+        finish = "length"
+        eos_at = next((i for i, t in enumerate(ids) if t in self.eos_ids), None)
+        if eos_at is not None:
+            ids, finish = ids[: eos_at + 1], "stop"
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if stops and first_stop(text, stops) is not None:
+            cut = self._first_stop_token(ids, stops)
+            ids, finish = ids[: cut + 1], "stop"
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            end = first_stop(text, stops)
+            text = text[:end] if end is not None else text
+        forced = intervention.forced_mask(len(ids)) if intervention is not None else [False] * len(ids)
+        return Completion(
+            token_ids=ids, logprobs=logprobs[: len(ids)], text=text, finish_reason=finish, forced_mask=forced
+        )
+
+    def _first_stop_token(self, ids: list[int], stops: list[str]) -> int:
+        """Index of the token whose decoding first completes a stop string (binary search: prefixes only grow)."""
+        lo, hi = 0, len(ids) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if first_stop(self.tokenizer.decode(ids[: mid + 1], skip_special_tokens=True), stops) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # ---------------------------------------------------------------------------------------------- weights
+
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling stream: the trainer seeds each iteration, so a resumed run samples the same."""
+        self.rng = EngineRng(seed)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors into the model in place; unknown names or wrong shapes are an error."""
+        current = self.model.state_dict()
+        incoming: dict[str, torch.Tensor] = {}
+        for name, tensor in named_tensors:
+            if name not in current:
+                raise AgentforgeError(f"update_weights: {name!r} is not a parameter of {self.spec.path}")
+            if tuple(tensor.shape) != tuple(current[name].shape):
+                raise AgentforgeError(
+                    f"update_weights: {name!r} has shape {tuple(tensor.shape)}, the model expects "
+                    f"{tuple(current[name].shape)}"
+                )
+            incoming[name] = tensor
+        with torch.no_grad():
+            self.model.load_state_dict(incoming, strict=False)
+
+    def sleep(self) -> None:
+        """Nothing to free: the model stays resident."""
+
+    def wake(self) -> None:
+        """Nothing to restore."""
+
+    def close(self) -> None:
+        self.model = None

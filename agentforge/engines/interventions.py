@@ -1,0 +1,174 @@
+"""Per-request decoding interventions, defined once and shared by both rollout engines.
+
+An `Intervention` is a small per-request state machine that, at each decoding step, may force the next token
+(e.g. close a runaway `<think>` with `</think>\\n<action>`). The engines adapt it to their logits-processor APIs:
+`hf_engine.InterventionLogitsProcessor` (a transformers `LogitsProcessor` over a padded batch) and
+`vllm_engine.VLLMInterventionProcessor` (vLLM's V1 batch-level `LogitsProcessor`). Both call `Intervention.step`
+with the request's output ids so far and its raw logits row, so an intervention behaves identically in both.
+
+Forcing sets every logit of the row to -inf except the forced token. Forced positions are recorded on the
+instance and come back as `Completion.forced_mask`: those tokens were not sampled and must be masked out of the
+policy loss (their reported log-probs are the model's raw values).
+
+The adapters may call `forced_token` more than once for the same position (vLLM evaluates logits for a partial
+prefill and then discards the sample); interventions therefore decide from `len(output_ids)`, never by counting
+calls, so a repeated call gives the same answer.
+
+vLLM passes only serialisable data per request (`SamplingParams.extra_args`), so the engine registers each live
+`Intervention` object in a module-level side channel (`ACTIVE`) under a per-request key and sends the key; the
+logits processor looks it up. That needs the processor to run in the engine's process: interventions need the
+in-process vLLM engine (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, engine option `in_process=True`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.registry import Registry
+
+# The `SamplingParams.extra_args` key that carries the side-channel key of a request's intervention.
+EXTRA_ARGS_KEY = "agentforge_intervention"
+
+
+@dataclass
+class InterventionSpec:
+    """A serialisable description of one request's intervention: a registered `kind` and its constructor params."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "params": dict(self.params)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InterventionSpec:
+        return cls(kind=str(data["kind"]), params=dict(data.get("params", {})))
+
+
+class Intervention:
+    """Base class: override `forced_token`. One instance lives for one request's generation."""
+
+    kind: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.forced_positions: set[int] = set()
+
+    def forced_token(self, output_ids: Sequence[int], logits: torch.Tensor) -> int | None:
+        """Called once per decoding step with the request's output ids so far and its raw logits row
+        (before penalties and temperature). Return a token id to emit without sampling, or None."""
+        raise NotImplementedError
+
+    def step(self, output_ids: Sequence[int], logits: torch.Tensor) -> bool:
+        """Adapter entry point: ask for a forced token and, if any, force it in `logits` (one row) in place."""
+        token = self.forced_token(output_ids, logits)
+        if token is None:
+            return False
+        vocab = logits.shape[-1]
+        if not 0 <= token < vocab:
+            raise AgentforgeError(f"intervention {self.kind!r} forced token id {token}, outside the vocab [0, {vocab})")
+        logits.fill_(float("-inf"))
+        logits[token] = 0.0
+        self.forced_positions.add(len(output_ids))
+        return True
+
+    def forced_mask(self, length: int) -> list[bool]:
+        """The forced flags of a completion of `length` tokens."""
+        return [i in self.forced_positions for i in range(length)]
+
+
+INTERVENTIONS: Registry[type[Intervention]] = Registry("intervention")
+
+
+def build_intervention(spec: InterventionSpec | Mapping[str, Any]) -> Intervention:
+    """Construct a fresh intervention (fresh state) from its spec; bad params give an error naming them."""
+    if not isinstance(spec, InterventionSpec):
+        spec = InterventionSpec.from_dict(spec)
+    cls = INTERVENTIONS.get(spec.kind)
+    try:
+        return cls(**spec.params)
+    except TypeError as exc:
+        raise ConfigError(f"bad params for intervention {spec.kind!r}: {exc}; got {sorted(spec.params)}") from exc
+
+
+def _contains(haystack: Sequence[int], needle: Sequence[int]) -> bool:
+    n = len(needle)
+    if n == 0:
+        return False
+    first = needle[0]
+    return any(haystack[i] == first and list(haystack[i : i + n]) == list(needle) for i in range(len(haystack) - n + 1))
+
+
+def _token_ids(value: Any, what: str) -> list[int]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"{what} must be a list of token ids (tokenize the text first), got {value!r}")
+    ids = [int(v) for v in value]
+    if any(v < 0 for v in ids):
+        raise ConfigError(f"{what} holds negative token ids: {ids}")
+    return ids
+
+
+@INTERVENTIONS.register("force_sequence")
+class ForceSequence(Intervention):
+    """Force `sequence` once the output has `after_tokens` tokens, unless `unless_emitted` already appears.
+
+    Fires at most once; the queued tokens are then emitted one per step (truncated if the budget runs out).
+    Example: force `</think>\\n<action>` after 200 tokens unless `</think>` was already written.
+    """
+
+    kind = "force_sequence"
+
+    def __init__(self, sequence: Sequence[int], after_tokens: int, unless_emitted: Sequence[int] | None = None):
+        super().__init__()
+        self.sequence = _token_ids(sequence, "force_sequence.sequence")
+        if not self.sequence:
+            raise ConfigError("force_sequence.sequence is empty; give the token ids to force")
+        self.after_tokens = int(after_tokens)
+        if self.after_tokens < 0:
+            raise ConfigError(f"force_sequence.after_tokens must be >= 0, got {after_tokens}")
+        self.unless_emitted = _token_ids(unless_emitted, "force_sequence.unless_emitted") if unless_emitted else []
+        self.start: int | None = None  # output position of the first forced token, once fired
+        self.suppressed = False
+
+    def forced_token(self, output_ids: Sequence[int], logits: torch.Tensor) -> int | None:
+        n = len(output_ids)
+        if self.start is None:
+            if self.suppressed or n < self.after_tokens:
+                return None
+            if _contains(output_ids, self.unless_emitted):
+                self.suppressed = True  # the output only grows, so it stays suppressed
+                return None
+            self.start = n
+        offset = n - self.start
+        return self.sequence[offset] if 0 <= offset < len(self.sequence) else None
+
+
+# ------------------------------------------------------------------------------------------- vLLM side channel
+
+ACTIVE: dict[str, Intervention] = {}
+
+
+def register_active(intervention: Intervention) -> str:
+    """Publish a live intervention for the in-process vLLM logits processor; returns its per-request key."""
+    key = uuid.uuid4().hex
+    ACTIVE[key] = intervention
+    return key
+
+
+def lookup_active(key: str) -> Intervention:
+    try:
+        return ACTIVE[key]
+    except KeyError:
+        raise AgentforgeError(
+            "a vLLM request carries an intervention the logits processor cannot find: interventions need the "
+            "in-process vLLM engine (engine option in_process=True, i.e. VLLM_ENABLE_V1_MULTIPROCESSING=0)"
+        ) from None
+
+
+def release_active(key: str) -> Intervention | None:
+    return ACTIVE.pop(key, None)

@@ -1,0 +1,275 @@
+"""The vLLM rollout engine: `vllm.LLM` fed token ids, in-process by default.
+
+In-process (`in_process=True`, the default) the engine core runs in this process: it starts in ~5 s on CPU,
+weights can be pushed as tensors, and decoding interventions work (their logits processor shares this process).
+Multiprocess mode (`in_process=False`) needs `LLM(...)` under `if __name__ == "__main__":`, pushes weights
+through a safetensors file in /dev/shm, and refuses interventions.
+
+Conventions (shared with the HF engine): token ids are exactly the sampled ids, including EOS or the token that
+completed a stop string (`include_stop_str_in_output=True`, so `text` ends with the stop string, as vLLM cuts it
+right after the stop string); log-probs are vLLM's default raw log-probs (before penalties, temperature and
+interventions).
+
+vLLM surprises this module routes around (see FACTS.md): creating the in-process engine reseeds the global RNGs
+(restored here; the engine samples from its own `EngineRng` stream) and replaces `torch.set_num_threads` with a
+no-op for the whole process (set `OMP_NUM_THREADS` before starting); per-request seeds crash the CPU engine when
+a prefill is chunked, so requests are never seeded and `max_num_batched_tokens` defaults high (32768).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from vllm import LLM, SamplingParams
+from vllm.inputs import TokensPrompt
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+
+from agentforge.engines import EngineRng, preserved_global_rng
+from agentforge.engines.interventions import (
+    EXTRA_ARGS_KEY,
+    Intervention,
+    InterventionSpec,
+    build_intervention,
+    lookup_active,
+    register_active,
+    release_active,
+)
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.models.loading import ModelSpec
+from agentforge.types import Completion, SamplingConfig
+
+
+class VLLMInterventionProcessor(LogitsProcessor):
+    """vLLM adapter for interventions: tracks which persistent-batch row runs which request's intervention."""
+
+    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+        # row -> (intervention, live output ids list of that request; vLLM appends to it in place)
+        self.rows: dict[int, tuple[Intervention, list[int]]] = {}
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # forcing changes the argmax, so it must run for greedy requests too
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is None:
+            return
+        for row in batch_update.removed:
+            self.rows.pop(row, None)
+        for row, params, _prompt_ids, output_ids in batch_update.added:
+            key = (params.extra_args or {}).get(EXTRA_ARGS_KEY)
+            if key is None:
+                self.rows.pop(row, None)  # a request without an intervention may reuse the row
+            else:
+                self.rows[row] = (lookup_active(key), output_ids)
+        for a, b, direction in batch_update.moved:
+            entry_a, entry_b = self.rows.pop(a, None), self.rows.pop(b, None)
+            if entry_a is not None:
+                self.rows[b] = entry_a
+            if direction is MoveDirectionality.SWAP and entry_b is not None:
+                self.rows[a] = entry_b
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        for row, (intervention, output_ids) in self.rows.items():
+            intervention.step(output_ids, logits[row])
+        return logits
+
+
+class WeightPushExtension:
+    """Mixed into vLLM's worker class (`worker_extension_cls`), so weight pushes are called by name through
+    `collective_rpc`: a name serialises to a multiprocess engine core, a function does not."""
+
+    def agentforge_push_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> None:
+        """Reload checkpoint-format weights in place, then refresh a tied output layer."""
+        worker: Any = self
+        worker.reload_weights(weights_iterator=iter(named_tensors), is_checkpoint_format=True)
+        model = worker.model_runner.get_model()
+        lm_head = getattr(model, "lm_head", None)
+        embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+        if lm_head is not None and embed is not None and getattr(lm_head, "weight", None) is embed.weight:
+            # The tied lm_head shares the embedding's parameter, but vLLM's CPU kernel keeps its own packed copy
+            # that the layerwise reload does not rebuild: without this the output layer keeps the old weights.
+            lm_head.quant_method.process_weights_after_loading(lm_head)
+
+    def agentforge_push_weights_from_file(self, path: str) -> None:
+        from safetensors.torch import load_file
+
+        self.agentforge_push_weights(list(load_file(path).items()))
+
+
+def _without_aliases(tensors: list[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Drop tensors that alias an earlier one (tied lm_head/embeddings): safetensors refuses shared memory."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, int, tuple[int, ...]]] = set()
+    for name, tensor in tensors:
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            out[name] = tensor
+    return out
+
+
+class VLLMEngine:
+    """`vllm.LLM` behind the RolloutEngine protocol.
+
+    Options are the `engine` config group's. `dtype` defaults to the model's; `enforce_eager` to True on CPU
+    (compiled mode starts in minutes there); `kv_cache_space_gb` (CPU) sets `VLLM_CPU_KVCACHE_SPACE`;
+    `max_num_batched_tokens` is raised to at least `max_model_len` so a prompt's prefill is never chunked;
+    `enable_sleep_mode` lets `sleep()` free GPU memory. vLLM caches its environment settings once the first
+    engine of a process has started, so every engine of one process should use the same `in_process` and
+    `kv_cache_space_gb`.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        dtype: str | None = None,
+        seed: int = 0,
+        max_model_len: int = 4096,
+        enforce_eager: bool | None = None,
+        kv_cache_space_gb: float = 2,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel_size: int = 1,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 32768,
+        enable_prefix_caching: bool = True,
+        enable_sleep_mode: bool = False,
+        in_process: bool = True,
+    ) -> None:
+        self.spec = spec
+        self.dtype = dtype or spec.dtype
+        self.on_gpu = torch.cuda.is_available()
+        self.in_process = in_process
+        self.max_model_len = max_model_len
+        self.sleep_enabled = enable_sleep_mode and self.on_gpu
+        self._asleep = False
+        if not self.on_gpu:
+            if kv_cache_space_gb < 1 or kv_cache_space_gb != int(kv_cache_space_gb):
+                raise ConfigError(f"engine.kv_cache_space_gb must be a whole number >= 1, got {kv_cache_space_gb}")
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(kv_cache_space_gb))
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
+        with preserved_global_rng():
+            self.llm = LLM(
+                model=spec.path,
+                dtype=self.dtype,
+                seed=seed,
+                max_model_len=max_model_len,
+                enforce_eager=(not self.on_gpu) if enforce_eager is None else enforce_eager,
+                gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel_size=tensor_parallel_size,
+                max_num_seqs=max_num_seqs,
+                max_num_batched_tokens=max(max_num_batched_tokens, max_model_len),
+                enable_prefix_caching=enable_prefix_caching,
+                enable_sleep_mode=self.sleep_enabled,
+                logits_processors=[VLLMInterventionProcessor] if in_process else None,
+                worker_extension_cls=f"{__name__}.{WeightPushExtension.__name__}",
+            )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.rng = EngineRng(seed)
+
+    # ------------------------------------------------------------------------------------------- generation
+
+    def _params(self, sampling: SamplingConfig, intervention_key: str | None) -> SamplingParams:
+        return SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else 0,
+            max_tokens=sampling.max_new_tokens,
+            stop=[s for s in sampling.stop if s] or None,
+            include_stop_str_in_output=True,
+            presence_penalty=sampling.presence_penalty,
+            repetition_penalty=sampling.repetition_penalty,
+            logprobs=0,
+            detokenize=True,
+            skip_special_tokens=True,
+            extra_args={EXTRA_ARGS_KEY: intervention_key} if intervention_key else None,
+        )
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingConfig,
+        interventions: list[InterventionSpec | None] | None = None,
+    ) -> list[Completion]:
+        if self._asleep:
+            raise AgentforgeError("the vLLM engine is asleep; call wake() before generate()")
+        if interventions is not None and len(interventions) != len(prompts):
+            raise AgentforgeError(f"got {len(interventions)} interventions for {len(prompts)} prompts; pass one each")
+        for i, prompt in enumerate(prompts):
+            if not prompt:
+                raise AgentforgeError(f"prompt {i} is empty; every prompt needs at least one token")
+            if len(prompt) >= self.max_model_len:
+                raise AgentforgeError(
+                    f"prompt {i} has {len(prompt)} tokens, the engine's max_model_len is {self.max_model_len}: "
+                    "shorten the prompt (history window) or raise engine.max_model_len"
+                )
+        live = [build_intervention(s) if s is not None else None for s in (interventions or [None] * len(prompts))]
+        if any(i is not None for i in live) and not self.in_process:
+            raise AgentforgeError(
+                "decoding interventions need the in-process vLLM engine (engine option in_process=True)"
+            )
+        keys = [register_active(i) if i is not None else None for i in live]
+        try:
+            with self.rng.active():
+                outputs = self.llm.generate(
+                    [TokensPrompt(prompt_token_ids=list(p)) for p in prompts],
+                    [self._params(sampling, key) for key in keys],
+                    use_tqdm=False,
+                )
+        finally:
+            for key in keys:
+                if key is not None:
+                    release_active(key)
+        return [self._completion(out.outputs[0], intervention) for out, intervention in zip(outputs, live, strict=True)]
+
+    @staticmethod
+    def _completion(output: Any, intervention: Intervention | None) -> Completion:
+        ids = list(output.token_ids)
+        logprobs = [output.logprobs[i][token].logprob for i, token in enumerate(ids)]
+        forced = intervention.forced_mask(len(ids)) if intervention is not None else [False] * len(ids)
+        finish = output.finish_reason if output.finish_reason in ("stop", "length") else str(output.finish_reason)
+        return Completion(token_ids=ids, logprobs=logprobs, text=output.text, finish_reason=finish, forced_mask=forced)
+
+    # ---------------------------------------------------------------------------------------------- weights
+
+    def reseed(self, seed: int) -> None:
+        """Restart the sampling stream: the trainer seeds each iteration, so a resumed run samples the same."""
+        self.rng = EngineRng(seed)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load HF-named checkpoint tensors (`model.layers.0...`) into the running engine, then drop cached
+        prefixes (their KV was computed with the old weights)."""
+        tensors = [(name, t.detach().to("cpu").contiguous()) for name, t in named_tensors]
+        if self.in_process:
+            self.llm.collective_rpc("agentforge_push_weights", args=(tensors,))
+        else:
+            from safetensors.torch import save_file
+
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            with tempfile.NamedTemporaryFile(suffix=".safetensors", dir=folder) as handle:
+                save_file(_without_aliases(tensors), handle.name)
+                self.llm.collective_rpc("agentforge_push_weights_from_file", args=(handle.name,))
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Free accelerator memory between rollouts (GPU with enable_sleep_mode); a no-op on CPU."""
+        if self.sleep_enabled and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = True
+
+    def wake(self) -> None:
+        if self._asleep:
+            self.llm.wake_up()
+            self._asleep = False
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        self.llm = None
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()

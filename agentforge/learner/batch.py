@@ -1,0 +1,199 @@
+"""The learner's input: one sample per agent turn, and packing those samples into token-bounded micro-batches.
+
+A turn sample is `prompt_ids + response_ids` exactly as the engine saw and produced them (never re-tokenised).
+Per-token arrays are aligned with `input_ids`: `loss_mask[i]` says whether token i carries loss (response tokens
+that were sampled, not forced), `old_logprobs[i]` is the engine's log-prob of token i (0 on prompt tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from agentforge.types import Group, Trajectory, Turn
+
+
+@dataclass
+class TurnSample:
+    """One turn as training data; `advantage` is broadcast to the turn's response tokens."""
+
+    input_ids: np.ndarray  # int64 [L]
+    loss_mask: np.ndarray  # bool [L]
+    old_logprobs: np.ndarray  # float32 [L]
+    advantage: float
+    prompt_len: int
+
+    def __post_init__(self) -> None:
+        self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
+        self.loss_mask = np.asarray(self.loss_mask, dtype=bool)
+        self.old_logprobs = np.asarray(self.old_logprobs, dtype=np.float32)
+        n = len(self.input_ids)
+        if len(self.loss_mask) != n or len(self.old_logprobs) != n:
+            raise ValueError(f"sample arrays disagree: {n} input ids, {len(self.loss_mask)} mask values, "
+                             f"{len(self.old_logprobs)} log-probs; all must be aligned with input_ids")
+        if self.prompt_len < 1:
+            raise ValueError("a sample needs at least one prompt token: the first response token is predicted "
+                             "from the logits at the position before it")
+        if self.loss_mask[: self.prompt_len].any():
+            raise ValueError("loss_mask marks prompt tokens; only response tokens may carry loss")
+
+    @property
+    def length(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.loss_mask.sum())
+
+    @property
+    def response_ids(self) -> np.ndarray:
+        return self.input_ids[self.prompt_len:]
+
+    @classmethod
+    def from_turn(cls, turn: Turn, advantage: float) -> TurnSample:
+        """A policy-gradient sample: forced tokens (decoding interventions) carry no loss."""
+        n = len(turn.response_ids)
+        if len(turn.logprobs) != n:
+            raise ValueError(f"turn has {n} response tokens but {len(turn.logprobs)} log-probs; the engine must "
+                             "return one log-prob per sampled token")
+        forced = list(turn.forced_mask) if turn.forced_mask else [False] * n
+        if len(forced) != n:
+            raise ValueError(f"turn has {n} response tokens but a forced_mask of length {len(forced)}")
+        return cls._build(turn.prompt_ids, turn.response_ids, ~np.asarray(forced, dtype=bool), turn.logprobs,
+                          float(advantage))
+
+    @classmethod
+    def for_sft(cls, prompt_ids: Sequence[int], response_ids: Sequence[int],
+                forced_mask: Sequence[bool] | None = None) -> TurnSample:
+        """A supervised (warm-start) sample: advantage 1, old log-probs unused (zeros)."""
+        keep = np.ones(len(response_ids), dtype=bool) if forced_mask is None else ~np.asarray(forced_mask, bool)
+        return cls._build(prompt_ids, response_ids, keep, np.zeros(len(response_ids), np.float32), 1.0)
+
+    @classmethod
+    def _build(cls, prompt_ids: Sequence[int], response_ids: Sequence[int], response_mask: np.ndarray,
+               response_logprobs: Sequence[float], advantage: float) -> TurnSample:
+        p = len(prompt_ids)
+        ids = np.concatenate([np.asarray(prompt_ids, np.int64), np.asarray(response_ids, np.int64)])
+        mask = np.concatenate([np.zeros(p, bool), np.asarray(response_mask, bool)])
+        logps = np.concatenate([np.zeros(p, np.float32), np.asarray(response_logprobs, np.float32)])
+        return cls(input_ids=ids, loss_mask=mask, old_logprobs=logps, advantage=advantage, prompt_len=p)
+
+
+def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequence[float]) -> list[TurnSample]:
+    """Turn samples for a policy step. `advantages` is flat, one per turn, in the order
+    `for g in groups for τ in g.trajectories for t in τ.turns`. Turns without loss tokens (empty or fully forced
+    responses) are dropped: they would cost a forward pass and teach nothing."""
+    turns = [t for g in groups for traj in g.trajectories for t in traj.turns]
+    advantages = np.asarray(advantages, dtype=np.float64).reshape(-1)
+    if len(advantages) != len(turns):
+        raise ValueError(f"got {len(advantages)} advantages for {len(turns)} turns; the algorithm must return one "
+                         "advantage per turn, flat in group/trajectory/turn order")
+    samples = [TurnSample.from_turn(t, a) for t, a in zip(turns, advantages, strict=True)]
+    return [s for s in samples if s.num_loss_tokens > 0]
+
+
+def samples_from_sft(trajectories: Sequence[Trajectory]) -> list[TurnSample]:
+    """Supervised samples from (expert or filtered high-reward) trajectories: every turn's sampled response."""
+    samples = [TurnSample.for_sft(t.prompt_ids, t.response_ids, t.forced_mask) for traj in trajectories
+               for t in traj.turns]
+    return [s for s in samples if s.num_loss_tokens > 0]
+
+
+def total_loss_tokens(samples: Sequence[TurnSample]) -> int:
+    return sum(s.num_loss_tokens for s in samples)
+
+
+def pack_micro_batches(samples: Sequence[TurnSample], micro_batch_tokens: int) -> list[list[int]]:
+    """Indices of `samples` grouped into micro-batches whose padded size (rows x longest row) stays within
+    `micro_batch_tokens`. Samples are sorted by length (longest first) so rows of similar length share a batch
+    and padding stays small. A sample longer than the budget becomes a micro-batch of its own (a sequence
+    cannot be split)."""
+    order = sorted(range(len(samples)), key=lambda i: samples[i].length, reverse=True)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_max = 0
+    for i in order:
+        length = samples[i].length
+        new_max = max(current_max, length)
+        if current and (len(current) + 1) * new_max > micro_batch_tokens:
+            batches.append(current)
+            current, new_max = [], length
+        current.append(i)
+        current_max = new_max
+    if current:
+        batches.append(current)
+    return batches
+
+
+def shard_indices_by_tokens(samples: Sequence[TurnSample], num_shards: int) -> list[list[int]]:
+    """Indices of `samples` split across ranks so each gets about the same number of tokens (longest first, each
+    to the lightest shard). Every sample lands in exactly one shard; a shard may be empty when samples are few."""
+    shards: list[list[int]] = [[] for _ in range(num_shards)]
+    loads = [0] * num_shards
+    for i in sorted(range(len(samples)), key=lambda i: samples[i].length, reverse=True):
+        k = loads.index(min(loads))
+        shards[k].append(i)
+        loads[k] += samples[i].length
+    return shards
+
+
+def shard_by_tokens(samples: Sequence[TurnSample], num_shards: int) -> list[list[TurnSample]]:
+    """The samples themselves, sharded as `shard_indices_by_tokens` does."""
+    return [[samples[i] for i in shard] for shard in shard_indices_by_tokens(samples, num_shards)]
+
+
+def collate(samples: Sequence[TurnSample], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Right-padded tensors for one micro-batch. `targets`, `loss_mask`, `response_mask` (every response token,
+    forced ones included) and `old_logprobs` are shifted to the prediction positions: entry i belongs to token
+    i+1, predicted by the logits at position i. `advantages` has one value per row."""
+    rows, width = len(samples), max(s.length for s in samples)
+    input_ids = np.zeros((rows, width), np.int64)
+    attention = np.zeros((rows, width), np.int64)
+    mask = np.zeros((rows, width), bool)
+    response = np.zeros((rows, width), bool)
+    old = np.zeros((rows, width), np.float32)
+    for r, s in enumerate(samples):
+        input_ids[r, : s.length] = s.input_ids
+        attention[r, : s.length] = 1
+        mask[r, : s.length] = s.loss_mask
+        response[r, s.prompt_len: s.length] = True
+        old[r, : s.length] = s.old_logprobs
+    adv = np.asarray([s.advantage for s in samples], np.float32)
+    as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    return {
+        "input_ids": as_tensor(input_ids),
+        "attention_mask": as_tensor(attention),
+        "targets": as_tensor(input_ids[:, 1:].copy()),
+        "loss_mask": as_tensor(mask[:, 1:].copy()),
+        "response_mask": as_tensor(response[:, 1:].copy()),
+        "old_logprobs": as_tensor(old[:, 1:].copy()),
+        "advantages": as_tensor(adv),
+    }
+
+
+def batch_statistics(samples: Sequence[TurnSample]) -> dict[str, float]:
+    """What a skipped (non-finite) step reports, so the cause can be found: sizes, advantages, old log-probs."""
+    if not samples:
+        return {"tokens": 0.0, "samples": 0.0}
+    adv = np.asarray([s.advantage for s in samples], np.float64)
+    old = np.concatenate([s.old_logprobs[s.loss_mask] for s in samples]) if samples else np.zeros(0)
+    finite_adv = adv[np.isfinite(adv)]
+    stats = {
+        "tokens": float(total_loss_tokens(samples)),
+        "samples": float(len(samples)),
+        "advantage_nonfinite": float((~np.isfinite(adv)).sum()),
+        "old_logprob_nonfinite": float((~np.isfinite(old)).sum()),
+    }
+    with np.errstate(invalid="ignore"):
+        stats.update({
+            "advantage_mean": float(adv.mean()),
+            "advantage_std": float(adv.std()),
+            "advantage_min": float(adv.min()),
+            "advantage_max": float(adv.max()),
+            "advantage_finite_absmax": float(np.abs(finite_adv).max()) if len(finite_adv) else float("nan"),
+            "old_logprob_min": float(old.min()) if len(old) else 0.0,
+        })
+    return stats

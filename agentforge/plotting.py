@@ -1,0 +1,52 @@
+"""Training-curve plots from metrics.jsonl (PNG), because curves are what people look at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from agentforge.tracking import read_metrics  # noqa: E402
+
+PANELS = [
+    ("success rate", ["train/success_rate", "eval/success_rate"]),
+    ("return", ["train/mean_return", "eval/mean_return"]),
+    ("invalid-action rate", ["train/invalid_action_rate", "eval/invalid_action_rate"]),
+    ("policy loss", ["train/loss"]),
+    ("grad norm", ["train/grad_norm"]),
+    ("seconds per iteration", ["time/iteration"]),
+]
+
+
+SFT_PANELS = [("SFT loss", ["sft/loss"]), ("grad norm", ["sft/grad_norm"])]
+
+
+def plot_training_curves(
+    metrics_path: Path, out_path: Path, title: str = "", panels: list[tuple[str, list[str]]] | None = None
+) -> Path:
+    """One PNG with a panel per quantity; train lines solid, eval lines dashed with markers."""
+    rows = read_metrics(metrics_path)
+    panels = panels or PANELS
+    columns = min(3, len(panels))
+    rows_n = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows_n, columns, figsize=(4.7 * columns, 3.5 * rows_n), squeeze=False)
+    for ax, (label, keys) in zip(axes.flat, panels, strict=False):
+        for key in keys:
+            points = [(r["iteration"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                style = {"linestyle": "--", "marker": "o"} if key.startswith("eval/") else {}
+                ax.plot(xs, ys, label=key, **style)
+        ax.set_title(label)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
+    plt.close(fig)
+    return out_path

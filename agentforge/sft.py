@@ -1,0 +1,164 @@
+"""Supervised warm start on expert trajectories, in exactly the token format the agent loop produces.
+
+Why: SmolLM2-135M as shipped almost never writes `<think>…</think><action>…</action>` (FACTS), so RL from it sees
+only penalties. A short SFT on expert play (a Sokoban BFS solver here) teaches the format and some play; RL recipes
+then start from it with `model.init_from=<sft run>/model`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from agentforge.agent.loop import AgentConfig, render_turn_prompt
+from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
+from agentforge.builders import build_agent_config, build_model_spec, plain, without_name
+from agentforge.envs.base import make_env
+from agentforge.errors import ConfigError
+from agentforge.learner import Learner, LearnerConfig, samples_from_sft
+from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
+from agentforge.plotting import SFT_PANELS, plot_training_curves
+from agentforge.progress import console
+from agentforge.registry import Registry
+from agentforge.tasks import TaskSampler
+from agentforge.tracking import RunTracker
+from agentforge.types import Task, Trajectory, Turn
+
+ExpertFn = Callable[[Task, dict[str, Any]], list[str] | None]
+EXPERTS: Registry[ExpertFn] = Registry("expert")
+
+
+@EXPERTS.register("sokoban")
+def sokoban_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.sokoban_solver import expert_actions
+
+    return expert_actions(task, env_options)
+
+
+@EXPERTS.register("webshop")
+def webshop_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.webshop.expert import expert_actions
+
+    return expert_actions(task, env_options)
+
+
+@EXPERTS.register("search_qa")
+def search_qa_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.search_qa.expert import expert_actions
+
+    return expert_actions(task, env_options)
+
+
+def expert_response(action: str, remaining: int) -> str:
+    """The expert's turn text: a short plan note and the action, in the strict format."""
+    return (f"<think>I follow my plan; {remaining} step(s) left. Next: {action}.</think>"
+            f"<action>{action}</action>")
+
+
+def expert_trajectory(
+    task: Task, actions: list[str], env: Any, template: PromptTemplate, tokenizer: Any, agent: AgentConfig
+) -> Trajectory:
+    """Play the expert's actions through the real env, rendering each turn as the AgentLoop would."""
+    eos = tokenizer.eos_token_id
+    trajectory = Trajectory(task=task, rollout_index=0)
+    observation = env.reset(task)
+    history: list[HistoryEntry] = []
+    for step, action in enumerate(actions, start=1):
+        prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
+        text = expert_response(action, len(actions) - step + 1)
+        response_ids = tokenizer.encode(text, add_special_tokens=False) + [eos]
+        result = env.step(action)
+        trajectory.turns.append(Turn(
+            prompt_ids=prompt_ids, response_ids=response_ids, logprobs=[0.0] * len(response_ids),
+            forced_mask=[False] * len(response_ids), response_text=text, action=action, valid=True,
+            reward=result.reward, env_reward=result.reward, anchor=observation.anchor, observation=observation.text,
+            done=result.done,
+        ))
+        history.append(HistoryEntry(observation.text, action))
+        observation = result.observation
+        trajectory.won = trajectory.won or result.won
+        if result.done:
+            break
+    return trajectory
+
+
+def expert_trajectories(cfg: DictConfig, tokenizer: Any, tasks: list[Task]) -> list[Trajectory]:
+    """Solved, winning expert trajectories that fit in agent.max_turns (others are skipped)."""
+    env_options = without_name(cfg.env)
+    expert = EXPERTS.get(cfg.env.name)
+    agent = build_agent_config(cfg)
+    template = prompt_for(cfg.env.name)
+    env = make_env(cfg.env.name, env_options)
+    out = []
+    try:
+        for task in tasks:
+            actions = expert(task, env_options)
+            if actions and len(actions) <= agent.max_turns:
+                trajectory = expert_trajectory(task, actions, env, template, tokenizer, agent)
+                if trajectory.won:
+                    out.append(trajectory)
+    finally:
+        env.close()
+    return out
+
+
+def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], out_dir: Path) -> Path:
+    """Write the trained weights as a complete HF folder (with tokenizer) that `model.init_from` can load."""
+    model = load_hf_model(spec)
+    state = dict(weights)
+    missing = [name for name in model.state_dict() if name not in state and not name.endswith("lm_head.weight")]
+    if missing:
+        raise ConfigError(f"exported weights lack {len(missing)} tensors (e.g. {missing[:3]}); export all weights")
+    model.load_state_dict(state, strict=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    load_tokenizer(spec).save_pretrained(out_dir)
+    return out_dir
+
+
+def run_sft(cfg: DictConfig) -> dict[str, Any]:
+    """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    spec = build_model_spec(cfg)
+    tokenizer = load_tokenizer(spec)
+    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
+    data = expert_trajectories(cfg, tokenizer, tasks)
+    if not data:
+        raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "
+                          "raise agent.max_turns or use smaller rooms")
+    console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) of "
+                  f"{len(tasks)} tasks · model {spec.name}")
+    batch_size = int(cfg.sft.batch_size)
+    steps = int(cfg.sft.epochs) * -(-len(data) // batch_size)
+    learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
+    tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
+    rng = random.Random(int(cfg.seed))
+    step = 0
+    try:
+        for _epoch in range(int(cfg.sft.epochs)):
+            order = data[:]
+            rng.shuffle(order)
+            for start in range(0, len(order), batch_size):
+                metrics = learner.sft_step(samples_from_sft(order[start : start + batch_size]))
+                step += 1
+                tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
+                console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
+        out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
+        save_full_model(spec, learner.export_weights(), out_dir)
+    finally:
+        tracker.close()
+        learner.close()
+    plot_training_curves(run_dir / "metrics.jsonl", run_dir / "sft_curve.png", f"SFT {cfg.env.name} {spec.name}",
+                         panels=SFT_PANELS)
+    summary = {"model": str(out_dir), "trajectories": len(data), "steps": step}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(f"SFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
+    return summary

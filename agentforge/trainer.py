@@ -1,0 +1,218 @@
+"""The training loop: rollout → advantages → learner update → weight sync, with eval, checkpoints and resume.
+
+Reproducibility: each iteration's rollout is seeded from (run seed, iteration), and a checkpoint stores the sampler
+position and RNG states, so a resumed run replays the same next iteration as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from agentforge.agent.loop import AgentLoop
+from agentforge.algorithms import make_algorithm
+from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, plain
+from agentforge.checkpoint import Checkpoint, CheckpointManager, set_rng_state
+from agentforge.envs.pool import ensure_ray
+from agentforge.errors import AgentforgeError
+from agentforge.learner import Learner, LearnerConfig, samples_from_groups
+from agentforge.metrics import rollout_summary
+from agentforge.plotting import plot_training_curves
+from agentforge.progress import TrainProgress, console
+from agentforge.tasks import TaskSampler
+from agentforge.tracking import RunTracker
+from agentforge.train_config import resolve_resume_dir, validate_train_config
+from agentforge.types import Group
+
+log = logging.getLogger("agentforge.trainer")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def iteration_seed(run_seed: int, iteration: int, salt: int = 0) -> int:
+    """A distinct, reproducible seed per (run, iteration, purpose)."""
+    return (run_seed * 1_000_003 + iteration * 7_919 + salt) % 2**31
+
+
+def sample_records(groups: list[Group], count: int) -> list[dict[str, Any]]:
+    """A few whole trajectories, as text, for the samples log."""
+    trajectories = [t for g in groups for t in g.trajectories][:count]
+    return [t.to_json(with_tokens=False) for t in trajectories]
+
+
+class Trainer:
+    """Owns the engine, env pool, learner and algorithm of one run, and drives `iterations` updates."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        validate_train_config(cfg)
+        self.cfg = cfg
+        self.tcfg = cfg.trainer
+        resume_dir = resolve_resume_dir(cfg)
+        self.run_dir = resume_dir or Path(cfg.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.resuming = resume_dir is not None
+        if not self.resuming:
+            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+
+        self.spec = build_model_spec(cfg)
+        learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": int(self.tcfg.iterations)})
+        learner_cfg.validate_for_model(self.spec.path)
+        console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
+                      f"{cfg.engine.name} · run dir {self.run_dir}")
+        self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
+        seed_everything(int(cfg.seed))
+        if cfg.env_pool.kind == "ray" or not learner_cfg.in_process:
+            ensure_ray()
+        self.pool = build_pool(cfg)
+        self.loop = build_agent_loop(cfg, self.engine, self.pool)
+        eval_sampling = replace(self.loop.config.sampling, temperature=float(self.tcfg.eval_temperature))
+        self.eval_loop = AgentLoop(self.engine, self.pool, self.loop.template,
+                                   replace(self.loop.config, sampling=eval_sampling), self.loop.intervention)
+        self.algorithm = make_algorithm(cfg.algorithm)
+        self.learner = Learner(self.spec.path, learner_cfg)
+        self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
+        self.eval_tasks = TaskSampler(cfg.env.name, "eval").sample(int(self.tcfg.eval_tasks))
+        self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
+        self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
+        self.start_iteration = 0
+        self.history: dict[str, dict[str, float]] = {}
+
+    # ------------------------------------------------------------------------------------------------ resume
+    def _restore(self) -> None:
+        for checkpoint in reversed(self.checkpoints.complete()):
+            try:
+                self._load(checkpoint)
+                return
+            except (AgentforgeError, OSError, RuntimeError, KeyError) as error:
+                log.warning("checkpoint %s could not be loaded (%s); trying the previous one", checkpoint.path, error)
+                console.print(f"[yellow]checkpoint {checkpoint.path} is unusable ({error}); trying the previous one")
+        console.print("[yellow]no usable checkpoint found: starting from scratch")
+
+    def _load(self, checkpoint: Checkpoint) -> None:
+        self.learner.load(str(checkpoint.learner_dir))
+        state = checkpoint.trainer_state
+        self.sampler.load_state_dict(state["sampler"])
+        self.history = state.get("history", {})
+        set_rng_state(checkpoint.rng)
+        self.start_iteration = checkpoint.iteration
+        self._sync_weights()
+        self.tracker.truncate_after(checkpoint.iteration)
+        console.print(f"resumed from {checkpoint.path} (iteration {checkpoint.iteration})")
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def _sync_weights(self) -> float:
+        t0 = time.perf_counter()
+        self.engine.update_weights(self.learner.export_weights())
+        return time.perf_counter() - t0
+
+    def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
+        """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
+        self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
+        callback = progress.rollout_callback("eval") if progress else None
+        groups, stats = self.eval_loop.run(self.eval_tasks, int(self.tcfg.eval_group_size), callback)
+        summary = {f"eval/{k}": v for k, v in rollout_summary(groups, stats).items()}
+        self.history[str(iteration)] = summary
+        return summary
+
+    def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.engine.reseed(iteration_seed(int(self.cfg.seed), iteration))
+        tasks = self.sampler.sample(int(self.tcfg.tasks_per_iteration))
+        callback = progress.rollout_callback(f"rollout {iteration + 1}") if progress else None
+        groups, stats = self.loop.run(tasks, int(self.tcfg.group_size), callback)
+        t_rollout = time.perf_counter() - started
+
+        t0 = time.perf_counter()
+        advantages = self.algorithm.advantages(groups)
+        t_adv = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        samples = samples_from_groups(groups, advantages)
+        learner_metrics = self.learner.step(samples)
+        t_update = time.perf_counter() - t0
+
+        t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
+        if learner_metrics.get("skipped"):
+            console.print(f"[yellow]iteration {iteration + 1}: non-finite loss, update skipped: {learner_metrics}")
+
+        metrics: dict[str, Any] = {f"train/{k}": v for k, v in rollout_summary(groups, stats).items()}
+        metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
+        metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
+        metrics.update({
+            "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
+            "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
+        })
+        self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
+        return metrics
+
+    def save_checkpoint(self, iteration: int) -> None:
+        self.checkpoints.save(iteration, self.learner, {"sampler": self.sampler.state_dict(), "history": self.history})
+
+    # ------------------------------------------------------------------------------------------------ loop
+    def fit(self) -> dict[str, Any]:
+        """Run all iterations; returns the before/after eval summary."""
+        iterations = int(self.tcfg.iterations)
+        if self.resuming:
+            self._restore()
+        try:
+            with TrainProgress(iterations, self.start_iteration) as progress:
+                if self.start_iteration == 0 and self.tcfg.eval_before and "0" not in self.history:
+                    self.tracker.log(0, self.evaluate(0, progress))
+                for iteration in range(self.start_iteration, iterations):
+                    metrics = self.train_iteration(iteration, progress)
+                    step = iteration + 1
+                    every = int(self.tcfg.eval_every)
+                    if every and (step % every == 0 or step == iterations):
+                        metrics.update(self.evaluate(step, progress))
+                    self.tracker.log(step, metrics)
+                    progress.iteration_done(step, metrics)
+                    if self.tcfg.checkpoint_every and (
+                        step % int(self.tcfg.checkpoint_every) == 0 or step == iterations
+                    ):
+                        self.save_checkpoint(step)
+        finally:
+            self.close()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
+                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}")
+        evals = sorted(self.history.items(), key=lambda kv: int(kv[0]))
+        summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
+        if evals:
+            summary["before"] = {"iteration": int(evals[0][0]), **evals[0][1]}
+            summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if evals:
+            before, after = summary["before"], summary["after"]
+            console.print(
+                f"[bold]eval success rate[/] {before['eval/success_rate']:.3f} (iteration {before['iteration']}) → "
+                f"{after['eval/success_rate']:.3f} (iteration {after['iteration']}); mean return "
+                f"{before['eval/mean_return']:+.3f} → {after['eval/mean_return']:+.3f}"
+            )
+        console.print(f"run dir: {self.run_dir}\ncurves: {plot}")
+        return summary
+
+    def close(self) -> None:
+        for closer in (self.tracker.close, self.learner.close, self.pool.close, self.engine.close):
+            try:
+                closer()
+            except Exception as error:  # closing must not hide the real error
+                log.warning("error while closing: %s", error)
+
+
+def run_train(cfg: DictConfig) -> dict[str, Any]:
+    return Trainer(cfg).fit()

@@ -1,0 +1,84 @@
+"""The whole training loop on the tiny model: artifacts, checkpoints, resume reproducibility, bad configs."""
+
+import json
+import shutil
+
+import pytest
+
+from agentforge.config import compose_config
+from agentforge.errors import ConfigError
+from agentforge.trainer import Trainer
+
+pytestmark = pytest.mark.integration
+
+FAST = [
+    "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local",
+    "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_tasks=2", "trainer.eval_every=2",
+    "agent.max_turns=2", "agent.sampling.max_new_tokens=16", "learner.lr=1e-3",
+]
+
+
+def losses(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["iteration"]: r["train/loss"] for r in rows if "train/loss" in r}
+
+
+def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
+    cfg = compose_config([*FAST, "trainer.iterations=2", "trainer.checkpoint_every=1", "trainer.keep_checkpoints=1",
+                          "logger.wandb=true"], run_dir=str(tmp_path / "run"))
+    summary = Trainer(cfg).fit()
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [0, 1, 2]
+    assert "eval/success_rate" in rows[0] and "eval/success_rate" in rows[2]
+    for key in ("train/loss", "train/grad_norm", "train/logprob_mismatch", "time/rollout", "time/sync"):
+        assert key in rows[1], key
+    assert (run / "training_curves.png").stat().st_size > 10_000
+    assert (run / "samples.jsonl").exists() and (run / "config.yaml").exists()
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["iter_000002"]  # keep_checkpoints=1
+    assert summary["before"]["iteration"] == 0 and summary["after"]["iteration"] == 2
+    assert any((run / "wandb").glob("offline-run-*"))
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1"]
+    Trainer(compose_config([*common, "trainer.iterations=3"], run_dir=str(tmp_path / "full"))).fit()
+    Trainer(compose_config([*common, "trainer.iterations=1"], run_dir=str(tmp_path / "part"))).fit()
+    resumed = compose_config([*common, "trainer.iterations=3", f"resume={tmp_path / 'part'}"],
+                             run_dir=str(tmp_path / "ignored"))
+    Trainer(resumed).fit()
+    full, part = losses(tmp_path / "full"), losses(tmp_path / "part")
+    assert sorted(part) == [1, 2, 3]
+    for iteration in (1, 2, 3):
+        assert part[iteration] == pytest.approx(full[iteration], rel=1e-5, abs=1e-7), iteration
+
+
+def test_partial_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1",
+              "trainer.keep_checkpoints=3"]
+    run = tmp_path / "run"
+    Trainer(compose_config([*common, "trainer.iterations=2"], run_dir=str(run))).fit()
+    (run / "checkpoints" / "iter_000002" / "COMPLETE").unlink()  # as if killed while writing
+    trainer = Trainer(compose_config([*common, "trainer.iterations=2", f"resume={run}"], run_dir=str(tmp_path / "x")))
+    trainer._restore()
+    assert trainer.start_iteration == 1
+    trainer.close()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.group_size=1", "group_size"),
+        ("learner.num_ranks=3", "not divisible"),
+        ("engine.max_model_len=64", "max_model_len"),
+    ],
+)
+def test_bad_configs_fail_before_start(tmp_path, override, message):
+    with pytest.raises(ConfigError, match=message):
+        Trainer(compose_config([*FAST, override], run_dir=str(tmp_path)))
+
+
+def test_resume_true_without_runs_says_what_to_do(tmp_path):
+    with pytest.raises(ConfigError, match="resume=<run dir>"):
+        Trainer(compose_config([*FAST, "resume=true"], run_dir=str(tmp_path / "a" / "b")))
+    shutil.rmtree(tmp_path, ignore_errors=True)
