@@ -96,6 +96,7 @@ def envs_command(args: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     # vLLM's CPU engine drops to one thread unless OMP_NUM_THREADS is set before torch starts: use every core.
     os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # keep the console for progress bars; override to debug
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)

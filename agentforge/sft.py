@@ -55,6 +55,13 @@ def search_qa_expert(task: Task, env_options: dict[str, Any]) -> list[str] | Non
     return expert_actions(task, env_options)
 
 
+@EXPERTS.register("scienceworld")
+def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.scienceworld.expert import expert_actions
+
+    return expert_actions(task, env_options)
+
+
 def expert_response(action: str, remaining: int) -> str:
     """The expert's turn text: a short plan note and the action, in the strict format."""
     return (f"<think>I follow my plan; {remaining} step(s) left. Next: {action}.</think>"
@@ -122,35 +129,55 @@ def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], ou
     return out_dir
 
 
+def expert_dataset(cfg: DictConfig, tokenizer: Any) -> list[Trajectory]:
+    """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset`."""
+    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
+    data = expert_trajectories(cfg, tokenizer, tasks)
+    if not data:
+        raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "
+                          "raise agent.max_turns or use smaller rooms")
+    return data
+
+
+def sft_steps(cfg: DictConfig, data: list[Trajectory]) -> int:
+    return int(cfg.sft.epochs) * -(-len(data) // int(cfg.sft.batch_size))
+
+
+def run_sft_epochs(
+    cfg: DictConfig, learner: Learner, data: list[Trajectory], on_step: Callable[[int, dict[str, float]], None]
+) -> int:
+    """`sft.epochs` passes over the data in shuffled batches of `sft.batch_size` trajectories; returns the steps."""
+    rng = random.Random(int(cfg.seed))
+    batch_size = int(cfg.sft.batch_size)
+    step = 0
+    for _epoch in range(int(cfg.sft.epochs)):
+        order = data[:]
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            step += 1
+            on_step(step, learner.sft_step(samples_from_sft(order[start : start + batch_size])))
+    return step
+
+
 def run_sft(cfg: DictConfig) -> dict[str, Any]:
     """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     spec = build_model_spec(cfg)
-    tokenizer = load_tokenizer(spec)
-    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
-    data = expert_trajectories(cfg, tokenizer, tasks)
-    if not data:
-        raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "
-                          "raise agent.max_turns or use smaller rooms")
-    console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) of "
-                  f"{len(tasks)} tasks · model {spec.name}")
-    batch_size = int(cfg.sft.batch_size)
-    steps = int(cfg.sft.epochs) * -(-len(data) // batch_size)
+    data = expert_dataset(cfg, load_tokenizer(spec))
+    steps = sft_steps(cfg, data)
+    console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) · "
+                  f"{steps} steps · model {spec.name}")
     learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
     tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
-    rng = random.Random(int(cfg.seed))
-    step = 0
+
+    def on_step(step: int, metrics: dict[str, float]) -> None:
+        tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
+        console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
+
     try:
-        for _epoch in range(int(cfg.sft.epochs)):
-            order = data[:]
-            rng.shuffle(order)
-            for start in range(0, len(order), batch_size):
-                metrics = learner.sft_step(samples_from_sft(order[start : start + batch_size]))
-                step += 1
-                tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
-                console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
+        done = run_sft_epochs(cfg, learner, data, on_step)
         out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
         save_full_model(spec, learner.export_weights(), out_dir)
     finally:
@@ -158,7 +185,7 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
         learner.close()
     plot_training_curves(run_dir / "metrics.jsonl", run_dir / "sft_curve.png", f"SFT {cfg.env.name} {spec.name}",
                          panels=SFT_PANELS)
-    summary = {"model": str(out_dir), "trajectories": len(data), "steps": step}
+    summary = {"model": str(out_dir), "trajectories": len(data), "steps": done}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"SFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
     return summary

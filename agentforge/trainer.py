@@ -68,7 +68,9 @@ class Trainer:
             (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
 
         self.spec = build_model_spec(cfg)
-        learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": int(self.tcfg.iterations)})
+        sft_budget = int(cfg.sft.epochs) * -(-int(cfg.sft.num_tasks) // int(cfg.sft.batch_size))  # upper bound
+        total_steps = int(self.tcfg.iterations) + (sft_budget if self.tcfg.warm_start else 0)
+        learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": total_steps})
         learner_cfg.validate_for_model(self.spec.path)
         console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
                       f"{cfg.engine.name} · run dir {self.run_dir}")
@@ -158,6 +160,39 @@ class Trainer:
         self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
         return metrics
 
+    def _start(self, progress: TrainProgress) -> None:
+        """Iteration 0: evaluate the model as given, warm-start it on expert data if asked, evaluate again."""
+        first: dict[str, Any] = {}
+        if self.tcfg.warm_start:
+            if self.tcfg.eval_before:
+                base = self.evaluate(0, progress)
+                self.history["base"] = self.history.pop("0")
+                first.update({k.replace("eval/", "base/"): v for k, v in base.items()})
+            first.update(self.warm_start())
+        if self.tcfg.eval_before:
+            first.update(self.evaluate(0, progress))
+        if first:
+            self.tracker.log(0, first)
+
+    def warm_start(self) -> dict[str, float]:
+        """SFT on expert trajectories with the same learner (RFT-style cold start), then sync the engine."""
+        from agentforge.sft import expert_dataset, run_sft_epochs, sft_steps
+
+        data = expert_dataset(self.cfg, self.engine.tokenizer)
+        steps = sft_steps(self.cfg, data)
+        console.print(f"[bold]warm start[/]: SFT on {len(data)} expert trajectories, {steps} steps")
+        last: dict[str, float] = {}
+
+        def on_step(step: int, metrics: dict[str, float]) -> None:
+            last.update(metrics)
+            console.print(f"  sft step {step}/{steps} · loss {metrics.get('loss', float('nan')):.4f}")
+
+        started = time.perf_counter()
+        run_sft_epochs(self.cfg, self.learner, data, on_step)
+        self._sync_weights()
+        return {"sft/loss": last.get("loss", float("nan")), "sft/steps": steps, "sft/trajectories": len(data),
+                "time/warm_start": time.perf_counter() - started}
+
     def save_checkpoint(self, iteration: int) -> None:
         self.checkpoints.save(iteration, self.learner, {"sampler": self.sampler.state_dict(), "history": self.history})
 
@@ -169,8 +204,8 @@ class Trainer:
             self._restore()
         try:
             with TrainProgress(iterations, self.start_iteration) as progress:
-                if self.start_iteration == 0 and self.tcfg.eval_before and "0" not in self.history:
-                    self.tracker.log(0, self.evaluate(0, progress))
+                if self.start_iteration == 0:
+                    self._start(progress)
                 for iteration in range(self.start_iteration, iterations):
                     metrics = self.train_iteration(iteration, progress)
                     step = iteration + 1
@@ -190,8 +225,12 @@ class Trainer:
     def report(self) -> dict[str, Any]:
         plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
                                     f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}")
-        evals = sorted(self.history.items(), key=lambda kv: int(kv[0]))
+        evals = sorted(((k, v) for k, v in self.history.items() if k != "base"), key=lambda kv: int(kv[0]))
         summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
+        if "base" in self.history:
+            summary["base"] = self.history["base"]
+            console.print(f"[bold]eval success rate before the warm start[/] "
+                          f"{self.history['base']['eval/success_rate']:.3f}")
         if evals:
             summary["before"] = {"iteration": int(evals[0][0]), **evals[0][1]}
             summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}

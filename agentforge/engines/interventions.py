@@ -148,6 +148,33 @@ class ForceSequence(Intervention):
         return self.sequence[offset] if 0 <= offset < len(self.sequence) else None
 
 
+@INTERVENTIONS.register("slot_fill")
+class SlotFill(Intervention):
+    """Fill a fixed template: force `prefix`, sample `free` tokens, force `suffix` (then sampling resumes).
+
+    A format scaffold: a model that cannot yet write the action format still produces parseable turns, and only
+    its own sampled tokens carry loss (the forced ones are masked). Example: prefix `<action>`, free 1, suffix
+    `</action><|im_end|>`.
+    """
+
+    kind = "slot_fill"
+
+    def __init__(self, prefix: Sequence[int], free: int, suffix: Sequence[int] | None = None):
+        super().__init__()
+        self.prefix = _token_ids(prefix, "slot_fill.prefix")
+        self.free = int(free)
+        if self.free < 0:
+            raise ConfigError(f"slot_fill.free must be >= 0, got {free}")
+        self.suffix = _token_ids(suffix, "slot_fill.suffix") if suffix else []
+
+    def forced_token(self, output_ids: Sequence[int], logits: torch.Tensor) -> int | None:
+        n = len(output_ids)
+        if n < len(self.prefix):
+            return self.prefix[n]
+        offset = n - len(self.prefix) - self.free
+        return self.suffix[offset] if 0 <= offset < len(self.suffix) else None
+
+
 # ------------------------------------------------------------------------------------------- vLLM side channel
 
 ACTIVE: dict[str, Intervention] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 
 import pytest
@@ -18,9 +19,9 @@ from agentforge.envs.base import make_env  # noqa: E402
 from agentforge.envs.scienceworld import ScienceWorldEnv, close_expert_envs, expert_actions  # noqa: E402
 from agentforge.envs.scienceworld.tasks import PACKAGE_SPLIT, all_task_names, pick_task, split_variations  # noqa: E402
 from agentforge.envs.scienceworld.text import split_task  # noqa: E402
-from agentforge.errors import ConfigError  # noqa: E402
+from agentforge.errors import AgentforgeError, ConfigError  # noqa: E402
 from agentforge.tasks import SPLIT_SEED_BASE  # noqa: E402
-from agentforge.types import Task  # noqa: E402
+from agentforge.types import Observation, Task  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +40,10 @@ def env():
 def _jvm_running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for its parent counts as gone
+            return stat.read().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for its parent counts as gone
-        return stat.read().split()[2] != "Z"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -99,6 +100,25 @@ def test_env_reuses_its_jvm_across_episodes_and_close_stops_it():
     assert env.jvm_pid == pid and env.timings["jvm_start"] == started_in
     assert _jvm_running(pid)
     env.close()
+    _wait_gone(pid)
+
+
+def test_a_dead_jvm_fails_the_step_and_the_next_reset_replaces_it():
+    env = ScienceWorldEnv(**OPTIONS)
+    try:
+        first = env.reset(Task("scienceworld", 0))
+        pid = env.jvm_pid
+        os.kill(pid, signal.SIGKILL)  # the JVM this test started
+        _wait_gone(pid)
+        with pytest.raises(AgentforgeError, match="JVM exited during an episode"):
+            env.step("look around")
+        again = env.reset(Task("scienceworld", 0))
+        assert env.jvm_pid != pid and (again.text, again.anchor) == (first.text, first.anchor)
+    finally:
+        env.close()
+
+
+def _wait_gone(pid: int) -> None:
     deadline = time.time() + 10
     while _jvm_running(pid) and time.time() < deadline:
         time.sleep(0.1)
@@ -190,8 +210,6 @@ def test_template_shows_the_task_once():
     template = prompt_for("scienceworld")
     env_text = "Task: Your task is to boil water.\n\nThis room is called the kitchen."
     old_text = "Task: Your task is to boil water.\n\nThis room is called the hallway."
-    from agentforge.types import Observation
-
     messages = template.messages(Observation(env_text, "a"), [HistoryEntry(old_text, "teleport to kitchen")], 2)
     user = messages[-1]["content"]
     assert user.startswith("Your task: Your task is to boil water.")

@@ -38,5 +38,5 @@ GOALS_VALID: dict[str, frozenset[str]] = {goal: frozenset(rooms) for goal, rooms
 # a receptacle at the agent's location, so a lamp is placed in one of these (project choice, see README).
 LAMP_HOSTS: dict[str, tuple[str, ...]] = {
     "DeskLamp": ("Desk", "SideTable", "Dresser", "Shelf", "TVStand", "CoffeeTable", "DiningTable"),
-    "FloorLamp": ("SideTable", "Dresser", "ArmChair", "Sofa", "Desk", "CoffeeTable", "TVStand", "Shelf", "Bed"),
+    "FloorLamp": ("SideTable", "Dresser", "ArmChair", "Sofa", "Desk", "CoffeeTable", "TVStand"),
 }

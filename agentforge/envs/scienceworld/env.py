@@ -7,17 +7,18 @@ Steps call the simulator directly instead of the package's `step()`, which also 
 and the inventory on each call (half the step time, FACTS): that list is fetched only with `admissible: true`.
 
 - Reward: the change of the score (0-100) divided by 100, with negative scores (a failed task) counted as 0, so an
-  episode's rewards sum to its final score / 100, in [0, 1]. Some tasks give points for the start state (e.g. 8
-  for being told where to look); they are paid with the first step (`info["initial_score"]` says how many).
+  episode's rewards sum to its final score / 100, in [0, 1]. Some tasks score the start state (8 on
+  find-non-living-thing, 50 on some lifespan variations); those are paid with the first step
+  (`info["initial_score"]`).
 - `won` at score 100; `done` when won, when the simulator says the task is over, when the score goes negative
   (a failed task, as the package's own step does) or after `max_steps` actions.
 - Admissible: `admissible: false` (default) → `Observation.admissible = None`, any text goes to the simulator and
   one it cannot parse is a no-op that costs a step (`info["invalid_action"]`, `info["message"]`). With
-  `admissible: true` it is the simulator's valid action-object list (100-600 strings; note it names objects by
-  their shortest referent and leaves out some actions that do work, such as the gold paths' `open door to X`).
+  `admissible: true` it is the simulator's valid action-object list (hundreds of strings; it names objects by
+  their shortest referent and leaves out some actions that do work, e.g. the gold paths' `open door to X`).
 - `reset task` (the simulator's "restart this task" command) is refused: one episode per `reset`.
-- Ambiguous input: the simulator asks for a number and lists the matches in an unstable order; the env answers
-  `0` itself (the simulator's first match) so one action is one transition, and sets `info["ambiguous"]`.
+- Ambiguous input (`look at door` with three doors): the simulator asks for a number; the env answers `0` itself
+  (the simulator's first match) so one action is one transition, and sets `info["ambiguous"]`.
 - Observation text: `Task: <description>` + blank line + the simulator's text (`text.py`); on reset the text is
   the `look around` of the start room. The anchor (GiGPO's state key) is the room (`look`) and inventory with their
   lines sorted (the simulator's object order is not guaranteed) plus the score: the full visible state and task
@@ -29,6 +30,7 @@ and the inventory on each call (half the step time, FACTS): that list is fetched
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +39,7 @@ from agentforge.envs.base import ENVS
 from agentforge.envs.scienceworld.jvm import jvm_alive, jvm_pid, resolve_java_options, start_simulator, stop_simulator
 from agentforge.envs.scienceworld.tasks import pick_task, resolve_simplifications, resolve_task_names
 from agentforge.envs.scienceworld.text import observation_text
-from agentforge.errors import ConfigError
+from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Observation, StepResult, Task
 
 INVALID_MESSAGES = ("No known action matches that input.", "Unknown action.")
@@ -95,11 +97,28 @@ class ScienceWorldEnv:
 
     @property
     def server(self) -> Any:
-        """The simulator (the package's PythonInterface in the JVM), started on first use or after it died."""
-        if self._simulator is None or not jvm_alive(self._simulator):
+        """The simulator (the package's PythonInterface in the JVM), started on first use."""
+        if self._simulator is None:
             t0 = time.perf_counter()
             self._simulator = start_simulator(self.java_options, self.server_path)
             self.timings["jvm_start"] = time.perf_counter() - t0
+        return self._simulator.server
+
+    def _fresh_server(self) -> Any:
+        """The simulator for a new episode: a JVM that died since the last one is replaced."""
+        if self._simulator is not None and not jvm_alive(self._simulator):
+            with contextlib.suppress(Exception):  # frees the callback server; the gateway itself is gone
+                stop_simulator(self._simulator)
+            self._simulator = None
+        return self.server
+
+    def _episode_server(self) -> Any:
+        if self._simulator is None or not jvm_alive(self._simulator):
+            raise AgentforgeError(
+                f"the ScienceWorld JVM exited during an episode of {self.task_name} (variation {self.variation}); "
+                "reset the env to start a new JVM (env pools replay the episode), or raise the heap in "
+                "env.java_options if it ran out of memory"
+            )
         return self._simulator.server
 
     def close(self) -> None:
@@ -115,12 +134,12 @@ class ScienceWorldEnv:
         return pick_task(task, self.task_names, self.server)
 
     def reset(self, task: Task) -> Observation:
-        name, variation = self.task_variation(task)
+        name, variation = pick_task(task, self.task_names, self._fresh_server())
         return self.reset_to(name, variation)
 
     def reset_to(self, task_name: str, variation: int) -> Observation:
         """Start an episode on a given task name and variation (tests, experts)."""
-        server = self.server
+        server = self._fresh_server()
         t0 = time.perf_counter()
         server.load(task_name, int(variation), self.simplifications, False)
         self.timings["load"] = time.perf_counter() - t0
@@ -138,7 +157,7 @@ class ScienceWorldEnv:
             raise RuntimeError("the ScienceWorld env has no episode; call reset(task) first")
         if self.done:
             raise RuntimeError("this ScienceWorld episode is over (done=True); call reset() before stepping again")
-        server = self.server
+        server = self._episode_server()
         command = _normalise(action) if isinstance(action, str) else ""
         t0 = time.perf_counter()
         ambiguous = False

@@ -1,0 +1,20 @@
+"""ALFWorld on the real text engine (alfworld==0.4.2 + textworld[pddl]); importing registers `alfworld` in `ENVS`.
+
+textworld and alfworld are imported only when an env resets a game, so importing this package stays light.
+"""
+
+from __future__ import annotations
+
+from agentforge.envs.alfworld.env import ACTION_TYPES, AlfWorldEnv, action_type, location_category
+from agentforge.envs.alfworld.task_types import COLUMNS, TASK_TYPES, short_name, success_by_task_type
+
+__all__ = [
+    "ACTION_TYPES",
+    "COLUMNS",
+    "TASK_TYPES",
+    "AlfWorldEnv",
+    "action_type",
+    "location_category",
+    "short_name",
+    "success_by_task_type",
+]

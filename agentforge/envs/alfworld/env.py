@@ -1,0 +1,177 @@
+"""ALFWorld as an agentforge env: the real text engine playing bundled, real or folder games.
+
+Observations are the game's own text (the first one is the intro with the room and "Your task is to: ...");
+admissible actions are the engine's admissible commands without `help` (as verl-agent and the papers use them);
+reward is 1 when the game is won, else 0; the episode ends on a win or after `max_steps` steps (50, the papers'
+limit). The anchor (GiGPO's state key) is the raw observation text. `info` carries what analysis and TJPO's
+descriptors need: the task type, the action type of each step, the receptacle reached by a `go to` and the
+locations reached so far. Episodes are deterministic: the same game and actions give the same texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentforge.envs.alfworld.games import GameRecord, GameSet, parse_task_types
+from agentforge.envs.alfworld.task_types import short_name
+from agentforge.envs.base import ENVS
+from agentforge.errors import ConfigError
+from agentforge.types import Observation, StepResult, Task
+
+# Action verbs as TJPO's ALFWorld action-type descriptor counts them (the 0.4 grammar says `move X to Y` where
+# older ALFWorld said `put X in/on Y`: both count as `put`).
+ACTION_TYPES: tuple[str, ...] = ("go to", "open", "close", "take", "put", "clean", "heat", "cool", "use", "examine",
+                                 "look", "inventory", "other")
+_VERBS: tuple[tuple[str, str], ...] = (
+    ("go to ", "go to"), ("open ", "open"), ("close ", "close"), ("take ", "take"), ("move ", "put"),
+    ("put ", "put"), ("clean ", "clean"), ("heat ", "heat"), ("cool ", "cool"), ("use ", "use"),
+    ("examine ", "examine"),
+)
+HIDDEN_COMMANDS = frozenset({"help"})
+
+
+def action_type(action: str) -> str:
+    """The verb class of a command: `go to countertop 1` -> `go to`, `move apple 1 to ...` -> `put`."""
+    text = " ".join(action.strip().lower().split())
+    if text in ("look", "inventory"):
+        return text
+    for prefix, kind in _VERBS:
+        if text.startswith(prefix):
+            return kind
+    return "other"
+
+
+def location_category(receptacle: str) -> str:
+    """`countertop 2` -> `countertop` (TJPO's location descriptor counts categories)."""
+    head, _, tail = receptacle.rpartition(" ")
+    return head if head and tail.isdigit() else receptacle
+
+
+@dataclass
+class _Episode:
+    game: GameRecord
+    steps: int = 0
+    done: bool = False
+    location: str | None = None
+    visited: list[str] = field(default_factory=list)
+
+
+@ENVS.register("alfworld")
+class AlfWorldEnv:
+    """Solve a household task in a text world. Deterministic given the game (task seed) and the actions."""
+
+    def __init__(
+        self,
+        data_source: str = "bundled",
+        max_steps: int = 50,
+        task_types: list[int | str] | None = None,
+        eval_split: str = "valid_seen",
+        test_split: str = "valid_unseen",
+    ) -> None:
+        if max_steps < 1:
+            raise ConfigError(f"alfworld max_steps must be >= 1, got {max_steps}")
+        self.max_steps = max_steps
+        self.games = GameSet(str(data_source), parse_task_types(task_types), eval_split, test_split)
+        self._engine: Any = None
+        self._loaded: str | None = None
+        self._state: Any = None
+        self._episode: _Episode | None = None
+
+    # -- episode -------------------------------------------------------------------------------------------------
+    def reset(self, task: Task) -> Observation:
+        return self.reset_to_game(self.games.game_for(task))
+
+    def reset_to_game(self, game: GameRecord | str | Path) -> Observation:
+        """Start an episode on a given game: a record, or a `game.tw-pddl` file / game folder in the real format."""
+        if not isinstance(game, GameRecord):
+            game = folder_game(Path(game))
+        engine = self._get_engine()
+        if self._loaded != game.game_id:
+            engine.load(game.path if game.path is not None else game.game_data())
+            self._loaded = game.game_id
+        self._state = engine.reset()
+        self._episode = _Episode(game)
+        return self._observation(self._state.feedback)
+
+    def step(self, action: str) -> StepResult:
+        episode = self.episode
+        if episode.done:
+            raise RuntimeError("this ALFWorld episode is over (done=True); call reset() before stepping again")
+        command = " ".join(str(action).strip().split())
+        admissible = command in self._state["admissible_commands"]
+        self._state, _, _ = self._engine.step(command)
+        episode.steps += 1
+        won = bool(self._state["won"])
+        kind = action_type(command)
+        reached = command[len("go to "):] if kind == "go to" and admissible else None
+        if reached is not None:
+            episode.location = reached
+            if reached not in episode.visited:
+                episode.visited.append(reached)
+        truncated = not won and episode.steps >= self.max_steps
+        episode.done = won or truncated
+        info: dict[str, Any] = {
+            "task_type": short_name(episode.game.task_type),
+            "task_type_name": episode.game.task_type,
+            "game_id": episode.game.game_id,
+            "action_type": kind,
+            "action_admissible": admissible,
+            "location": reached,
+            "location_category": location_category(reached) if reached else None,
+            "current_location": episode.location,
+            "visited_locations": list(episode.visited),
+            "steps": episode.steps,
+            "won": won,
+            "truncated": truncated,
+        }
+        return StepResult(self._observation(self._state.feedback), 1.0 if won else 0.0, episode.done, won, info)
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+        self._engine = None
+        self._loaded = None
+        self._episode = None
+
+    # -- accessors -----------------------------------------------------------------------------------------------
+    @property
+    def episode(self) -> _Episode:
+        if self._episode is None:
+            raise RuntimeError("the ALFWorld env has no episode; call reset(task) first")
+        return self._episode
+
+    @property
+    def game(self) -> GameRecord:
+        return self.episode.game
+
+    @property
+    def admissible_commands(self) -> list[str]:
+        """The engine's full admissible list (with `help`)."""
+        self.episode  # noqa: B018  (raises without an episode)
+        return list(self._state["admissible_commands"])
+
+    def _get_engine(self) -> Any:
+        if self._engine is None:
+            from agentforge.envs.alfworld.engine import make_engine
+
+            self._engine = make_engine()
+        return self._engine
+
+    def _observation(self, text: str) -> Observation:
+        admissible = [c for c in self._state["admissible_commands"] if c not in HIDDEN_COMMANDS]
+        return Observation(text=text, anchor=text, admissible=admissible)
+
+
+def folder_game(path: Path) -> GameRecord:
+    """A single real-format game (its folder or its `game.tw-pddl`) as a record."""
+    import json
+
+    game_file = path / "game.tw-pddl" if path.is_dir() else path
+    traj_file = game_file.parent / "traj_data.json"
+    if not game_file.exists() or not traj_file.exists():
+        raise ConfigError(f"{path} is not an ALFWorld game: it needs game.tw-pddl and traj_data.json side by side")
+    traj = json.loads(traj_file.read_text())
+    return GameRecord(game_id=str(game_file.parent), split="", task_type=traj["task_type"],
+                      pddl_params=traj.get("pddl_params", {}), path=str(game_file))
