@@ -149,13 +149,14 @@ def run_sft_epochs(
     """`sft.epochs` passes over the data in shuffled batches of `sft.batch_size` trajectories; returns the steps."""
     rng = random.Random(int(cfg.seed))
     batch_size = int(cfg.sft.batch_size)
+    lr = float(cfg.sft.lr) if cfg.sft.get("lr") is not None else None
     step = 0
     for _epoch in range(int(cfg.sft.epochs)):
         order = data[:]
         rng.shuffle(order)
         for start in range(0, len(order), batch_size):
             step += 1
-            on_step(step, learner.sft_step(samples_from_sft(order[start : start + batch_size])))
+            on_step(step, learner.sft_step(samples_from_sft(order[start : start + batch_size]), lr))
     return step
 
 

@@ -211,11 +211,15 @@ class DeepSpeedLearnerRank:
         """One optimizer step of the clipped policy loss over all of this rank's samples."""
         return self._train_step(list(samples), sft=False)
 
-    def sft_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
-        """One optimizer step of token-mean negative log-likelihood on the masked tokens (supervised warm start)."""
-        return self._train_step(list(samples), sft=True)
+    def sft_step(self, samples: Sequence[TurnSample], lr: float | None = None) -> dict[str, float]:
+        """One optimizer step of token-mean negative log-likelihood on the masked tokens (supervised warm start).
 
-    def _train_step(self, samples: list[TurnSample], sft: bool) -> dict[str, float]:
+        `lr` overrides the learning rate for this step only (SFT usually wants a larger one than RL); the scheduler
+        sets the RL rate again when it steps.
+        """
+        return self._train_step(list(samples), sft=True, lr=lr)
+
+    def _train_step(self, samples: list[TurnSample], sft: bool, lr: float | None = None) -> dict[str, float]:
         start = time.perf_counter()
         batches = pack_micro_batches(samples, self.config.micro_batch_tokens)
         local_tokens = total_loss_tokens(samples)
@@ -250,6 +254,9 @@ class DeepSpeedLearnerRank:
             return self._skip(samples, "the loss was not finite")
 
         grad_norm = self._stage0_grad_norm()
+        if lr is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
         lr = float(self.engine.get_lr()[0])
         self.engine.step()
         self.steps += 1

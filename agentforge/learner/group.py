@@ -102,13 +102,13 @@ class Learner:
         """One optimizer step of the clipped policy loss over all samples (sharded across ranks by tokens)."""
         return self._train("step", samples)
 
-    def sft_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
-        """One optimizer step of token-mean NLL on the masked tokens (supervised warm start)."""
-        return self._train("sft_step", samples)
+    def sft_step(self, samples: Sequence[TurnSample], lr: float | None = None) -> dict[str, float]:
+        """One optimizer step of token-mean NLL on the masked tokens (supervised warm start); `lr` for this step."""
+        return self._train("sft_step", samples, lr)
 
-    def _train(self, method: str, samples: Sequence[TurnSample]) -> dict[str, float]:
+    def _train(self, method: str, samples: Sequence[TurnSample], *extra: Any) -> dict[str, float]:
         shards = shard_by_tokens(list(samples), self.config.num_ranks)
-        return aggregate_rank_metrics(self._call_all(method, per_rank_args=[(s,) for s in shards]))
+        return aggregate_rank_metrics(self._call_all(method, per_rank_args=[(s, *extra) for s in shards]))
 
     def compute_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
         """The learner's log-probs of each sample's response tokens, in the order given."""

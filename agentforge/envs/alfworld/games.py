@@ -205,12 +205,12 @@ def parse_task_types(task_types: Sequence[int | str] | None) -> tuple[str, ...]:
     """Task types by ALFWorld number (1-6), full name or short name; None means all six."""
     if not task_types:
         return tuple(t.name for t in TASK_TYPES)
-    by_id = {t.id: t.name for t in TASK_TYPES}
-    by_short = {t.short.lower(): t.name for t in TASK_TYPES}
+    aliases = {str(t.id): t.name for t in TASK_TYPES}
+    aliases.update({t.short.lower(): t.name for t in TASK_TYPES})
+    aliases.update({t.name: t.name for t in TASK_TYPES})
     out = []
     for value in task_types:
-        key = str(value).strip()
-        name = by_id.get(int(key)) if key.isdigit() else (key if key in TASK_TYPES_BY_NAME else by_short.get(key.lower()))
+        name = aliases.get(str(value).strip().lower())
         if name is None:
             raise ConfigError(f"unknown ALFWorld task type {value!r}; use 1-6, a name like pick_and_place_simple or "
                               "a short name (Pick, Look, Clean, Heat, Cool, Pick2)")

@@ -5,9 +5,9 @@ types, the floor plan is drawn from the split's scenes (valid_unseen: ALFRED's h
 valid_seen: all others), then objects and goal are sampled. Each game is written in the real format, like
 `alfworld-generate` leaves it: `<split>/<task>-<obj>-None-<parent>-<scene>/trial_G<index>_<attempt>/` with
 `traj_data.json`, `initial_state.pddl` and `game.tw-pddl` (`solvable` null until solved). The planner then runs on
-the game file through `AlfredExpert(expert_type="planner")`, in a child process with a time limit (its optimal
-search can take minutes on some two-object games); a game is kept when its plan wins when replayed through a
-plain engine. A game that fails gets `solvable: false` and the next attempt of the same index is sampled.
+the game file through `AlfredExpert(expert_type="planner")`, in a child process with a CPU-time limit (its
+search can take minutes on some two-object games); a game is kept when its plan wins when replayed. A game that
+fails gets `solvable: false` and the next attempt of the same index is sampled.
 Existing folders are reused, so an interrupted run resumes where it stopped and gives the same set.
 """
 
@@ -132,7 +132,11 @@ def write_game_folder(out: Path, spec: GameSpec) -> Path:
 
 # -- solving -----------------------------------------------------------------------------------------------------------
 def plan_and_check(game_file: str) -> tuple[list[str] | None, str]:
-    """The planner expert's walkthrough for a game file, if replaying it through a plain engine wins."""
+    """The planner expert's walkthrough for a game file, kept if replaying it in the same game wins.
+
+    The plan is `AlfredExpert(expert_type="planner")`'s `extra.expert_plan` at reset (what `alfworld-generate
+    --expert_type planner` stores); the replay then steps the wrapped engine with replanning switched off.
+    """
     from agentforge.envs.alfworld.engine import make_engine
 
     expert = make_engine(planner=True)
@@ -145,9 +149,8 @@ def plan_and_check(game_file: str) -> tuple[list[str] | None, str]:
         return None, "the planner found no plan"
     if len(plan) > MAX_WALKTHROUGH:
         return None, f"plan of {len(plan)} steps exceeds {MAX_WALKTHROUGH}"
-    player = make_engine()
-    player.load(game_file)
-    state = player.reset()
+    expert.request_infos.policy_commands = False  # replanning after every step is the expensive part
+    player = expert._wrapped_env  # AlfredInfos(AlfredDemangler(PddlEnv)): the same game state
     for command in plan:
         if command not in state["admissible_commands"]:
             return None, f"plan step {command!r} is not admissible"
@@ -157,7 +160,12 @@ def plan_and_check(game_file: str) -> tuple[list[str] | None, str]:
     return (plan, "solved") if state["won"] else (None, "the plan does not win")
 
 
-def _solve_child(game_file: str, conn: Any) -> None:
+def _solve_child(game_file: str, cpu_seconds: float, conn: Any) -> None:
+    import resource
+
+    # A CPU-time limit (not wall time) so which games pass does not depend on how busy the machine is.
+    limit = max(1, int(cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     try:
         conn.send(plan_and_check(game_file))
     except Exception as err:  # report the engine's error to the parent instead of dying silently
@@ -166,19 +174,17 @@ def _solve_child(game_file: str, conn: Any) -> None:
         conn.close()
 
 
-def solve_with_timeout(game_file: Path, timeout: float) -> tuple[list[str] | None, str]:
-    """Run the planner in a forked child; a child past `timeout` seconds is killed and the game unsolved."""
+def solve_with_limit(game_file: Path, cpu_seconds: float) -> tuple[list[str] | None, str]:
+    """Run the planner in a forked child limited to `cpu_seconds` of CPU; a child past it is unsolved."""
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_solve_child, args=(str(game_file), sender), daemon=True)
+    child = context.Process(target=_solve_child, args=(str(game_file), cpu_seconds, sender), daemon=True)
     child.start()
     sender.close()
     try:
-        if receiver.poll(timeout):
-            return receiver.recv()
-        return None, f"planner timeout ({timeout:.0f} s)"
-    except EOFError:
-        return None, "planner process died"
+        return receiver.recv()
+    except EOFError:  # killed by the CPU limit (SIGXCPU/SIGKILL) or crashed
+        return None, f"planner stopped (over {cpu_seconds:.0f} CPU s or crashed, exit {child.join() or child.exitcode})"
     finally:
         if child.is_alive():
             child.kill()
@@ -204,7 +210,7 @@ class SplitStats:
     planner_seconds: float = 0.0
 
 
-def generate_game(out: Path, seed: int, split: str, index: int, timeout: float, stats: SplitStats,
+def generate_game(out: Path, seed: int, split: str, index: int, cpu_limit: float, stats: SplitStats,
                   log: Any = None) -> Path:
     """Game `index` of a split, solved: reuses finished folders, samples new attempts after failures."""
     for attempt in range(MAX_ATTEMPTS):
@@ -218,7 +224,7 @@ def generate_game(out: Path, seed: int, split: str, index: int, timeout: float, 
         if solvable is False:
             continue
         started = time.perf_counter()
-        walkthrough, reason = solve_with_timeout(game_file, timeout)
+        walkthrough, reason = solve_with_limit(game_file, cpu_limit)
         stats.planner_seconds += time.perf_counter() - started
         record_result(game_file, walkthrough, reason)
         if walkthrough is not None:

@@ -115,7 +115,7 @@ def problem_pddl(scene: Scene, goal: Goal, problem_name: str) -> str:
         if o.otype == goal.object_target and rtype_of[o.receptacle] == "Fridge"
     ]
     # As in ALFRED's problems, only lamps of the goal's class are toggleable.
-    init += [f"(toggleable {mangle(o.thor_id)})" for o in objects if goal.toggle_target and o.otype == goal.toggle_target]
+    init += [f"(toggleable {mangle(o.thor_id)})" for o in objects if o.otype == (goal.toggle_target or None)]
     init += [f"(inReceptacle {mangle(o.thor_id)} {mangle(o.receptacle)})" for o in objects]
     init += [f"(receptacleAtLocation {mangle(r.thor_id)} {mangle(r.location)})" for r in receptacles]
     init += [f"(objectAtLocation {mangle(o.thor_id)} {mangle(location_of[o.receptacle])})" for o in objects]

@@ -2,8 +2,8 @@
 
 Follows ALFRED's sampler: the task type must be valid for the room type (GOALS_VALID); the target must afford the
 task (cleanable, heatable, coolable); the parent receptacle must accept the target and must not be the appliance
-the task uses; every pickupable class of the scene gets instances (the target 1-3), each in a receptacle that accepts it; the
-target never starts in a receptacle of the parent class, so no goal holds at the start.
+the task uses; every pickupable class of the scene gets instances (the target 1-3), each in a receptacle that
+accepts it; the target never starts in a receptacle of the parent class, so no goal holds at the start.
 """
 
 from __future__ import annotations

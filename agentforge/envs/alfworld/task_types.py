@@ -27,7 +27,8 @@ TASK_TYPES: tuple[TaskType, ...] = (
                                                            "heat some {obj} and put it in {recep}")),
     TaskType(5, "pick_cool_then_place_in_recep", "Cool", ("put a cool {obj} in {recep}",
                                                            "cool some {obj} and put it in {recep}")),
-    TaskType(6, "pick_two_obj_and_place", "Pick2", ("put two {obj} in {recep}", "find two {obj} and put them in {recep}")),
+    TaskType(6, "pick_two_obj_and_place", "Pick2", ("put two {obj} in {recep}",
+                                                     "find two {obj} and put them in {recep}")),
 )
 TASK_TYPES_BY_NAME: dict[str, TaskType] = {t.name: t for t in TASK_TYPES}
 TASK_TYPES_BY_SHORT: dict[str, TaskType] = {t.short: t for t in TASK_TYPES}
