@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml scripts/install.sh
 	bash scripts/install.sh
 
 demo: setup
-	$(BIN)/agentforge rollout recipe=grpo_sokoban
+	$(BIN)/agentforge train recipe=sokoban_demo
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -23,8 +23,12 @@ lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
-	$(BIN)/python benchmarks/rollout.py
+	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/advantages.py
+	$(BIN)/python benchmarks/rollout.py
+	$(BIN)/python benchmarks/train_step.py
+	$(BIN)/python benchmarks/learner_step.py
+	$(BIN)/python benchmarks/vs_trl.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache

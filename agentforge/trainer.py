@@ -156,6 +156,7 @@ class Trainer:
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
             "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
+            "train/input_tokens": sum(len(s.input_ids) for s in samples),
         })
         self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
         return metrics

@@ -48,3 +48,19 @@ def test_cli_errors_name_the_valid_choices(tmp_path):
     assert done.returncode != 0 and "sokoban" in done.stderr
     listed = run_cli("envs", "list", cwd=tmp_path)
     assert listed.returncode == 0 and "sokoban" in listed.stdout.split()
+
+
+def test_train_sweep_runs_each_job_in_its_own_folder(tmp_path):
+    sweep = tmp_path / "sweep"
+    done = run_cli("train", "recipe=debug", "--multirun", "algorithm=grpo,gigpo", "trainer.iterations=1",
+                   "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_tasks=1",
+                   "trainer.eval_every=0", "trainer.eval_before=false", "logger.wandb=false", "env_pool.kind=local",
+                   "agent.max_turns=1", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit())
+    assert [p.name for p in runs] == ["0", "1"]
+    for run, algorithm in zip(runs, ["grpo", "gigpo"], strict=True):
+        assert f"name: {algorithm}" in (run / "config.yaml").read_text()
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert rows[-1]["iteration"] == 1 and "train/loss" in rows[-1]
+        assert (run / "training_curves.png").exists()

@@ -64,3 +64,5 @@ def test_grpo_raises_reward_on_a_learnable_task(tmp_path):
     assert rows[0]["train/invalid_action_rate"] == 0.0  # the scaffold makes every turn well-formed
     early, late = sum(rewards[:2]) / 2, sum(rewards[-2:]) / 2
     assert late > early + 0.25, rewards
+    # fp32 engine and learner: after each weight sync the engine samples from exactly the learner's policy
+    assert all(r["train/logprob_mismatch"] < 1e-3 for r in rows if "train/logprob_mismatch" in r)

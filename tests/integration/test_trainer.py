@@ -82,3 +82,21 @@ def test_resume_true_without_runs_says_what_to_do(tmp_path):
     with pytest.raises(ConfigError, match="resume=<run dir>"):
         Trainer(compose_config([*FAST, "resume=true"], run_dir=str(tmp_path / "a" / "b")))
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_sft_writes_a_model_that_init_from_loads(tmp_path):
+    from agentforge.builders import build_model_spec
+    from agentforge.sft import run_sft
+
+    cfg = compose_config(["recipe=debug", "command=sft", "logger.wandb=false", "sft.num_tasks=4", "sft.epochs=3",
+                          "sft.batch_size=4", "sft.lr=1e-2", "agent.max_turns=8"], run_dir=str(tmp_path / "sft"))
+    summary = run_sft(cfg)
+    model_dir = tmp_path / "sft" / "model"
+    assert summary["steps"] == 3 and (model_dir / "config.json").exists()
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]
+    assert rows[2]["sft/loss"] < rows[0]["sft/loss"] - 0.5  # three passes over the same expert batch
+    spec = build_model_spec(compose_config(["recipe=debug", f"model.init_from={model_dir}"]))
+    assert spec.path == str(model_dir)
+    with pytest.raises(ConfigError, match="init_from"):
+        build_model_spec(compose_config(["recipe=debug", f"model.init_from={tmp_path}"]))

@@ -1,0 +1,53 @@
+"""Where one training iteration's time goes (rollout, advantages, update, sync) and the learner's tokens/s.
+
+    python benchmarks/train_step.py [--recipe gigpo_sokoban] [--iterations 2] [override ...]
+
+Runs a real short training (no warm start, no eval), reports the last iteration, writes
+benchmarks/results/train_step.json and prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from agentforge.config import compose_config
+from agentforge.trainer import Trainer
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", default="gigpo_sokoban")
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides")
+    args = parser.parse_args()
+    run_dir = Path(tempfile.mkdtemp(prefix="agentforge-bench-"))
+    cfg = compose_config([
+        f"recipe={args.recipe}", "command=train", f"trainer.iterations={args.iterations}", "trainer.warm_start=false",
+        "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=0", "logger.wandb=false",
+        "env_pool.kind=local", *args.overrides,
+    ], run_dir=str(run_dir))
+    Trainer(cfg).fit()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    split = {k.removeprefix("time/"): last[k] for k in
+             ("time/rollout", "time/advantages", "time/update", "time/sync", "time/iteration")}
+    report = {
+        "recipe": args.recipe, "overrides": args.overrides, "seconds": split,
+        "learner_tokens_per_s": last["train/input_tokens"] / last["time/update"],
+        "learner_input_tokens": last["train/input_tokens"], "loss_tokens": last["train/tokens"],
+        "generated_tokens_per_s": last["train/generated_tokens_per_s"], "samples": last["train/samples"],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "train_step.json").write_text(json.dumps(report, indent=2))
+    shares = " ".join(f"{k} {v:.2f}s" for k, v in split.items())
+    print(f"train_step {args.recipe}: {shares} | learner {report['learner_tokens_per_s']:.0f} tok/s "
+          f"({report['learner_input_tokens']} tokens, {report['samples']} turn samples)")
+
+
+if __name__ == "__main__":
+    main()
