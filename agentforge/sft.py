@@ -62,10 +62,13 @@ def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | 
     return expert_actions(task, env_options)
 
 
-def expert_response(action: str, remaining: int) -> str:
-    """The expert's turn text: a short plan note and the action, in the strict format."""
-    return (f"<think>I follow my plan; {remaining} step(s) left. Next: {action}.</think>"
-            f"<action>{action}</action>")
+def expert_response(action: str) -> str:
+    """The expert's turn text: a short, predictable thought and the action, in the strict format.
+
+    Kept short on purpose: the warm start is there to teach the format and the moves; a thought the model cannot
+    predict (e.g. how many steps remain) only adds loss it cannot reduce.
+    """
+    return f"<think>Next move: {action}.</think><action>{action}</action>"
 
 
 def expert_trajectory(
@@ -78,7 +81,7 @@ def expert_trajectory(
     history: list[HistoryEntry] = []
     for step, action in enumerate(actions, start=1):
         prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
-        text = expert_response(action, len(actions) - step + 1)
+        text = expert_response(action)
         response_ids = tokenizer.encode(text, add_special_tokens=False) + [eos]
         result = env.step(action)
         trajectory.turns.append(Turn(
