@@ -30,6 +30,14 @@ def without_name(node: Any) -> dict[str, Any]:
     return options
 
 
+def prepare_run_dir(cfg: DictConfig, run_dir: Path | None = None) -> Path:
+    """Create the run folder and write the resolved config into it (what every command's run starts with)."""
+    run_dir = run_dir or Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    return run_dir
+
+
 def build_model_spec(cfg: DictConfig) -> ModelSpec:
     """The model to load; `model.init_from=<HF folder>` (e.g. an SFT run's `model/`) replaces its weights."""
     model_cfg = dict(plain(cfg.model))

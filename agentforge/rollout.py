@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from rich.table import Table
 
-from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool
+from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, prepare_run_dir
 from agentforge.metrics import rollout_summary
 from agentforge.progress import console, rollout_progress
 from agentforge.tasks import TaskSampler
@@ -33,9 +33,7 @@ def summary_table(title: str, summary: dict[str, float]) -> Table:
 
 def run_rollout(cfg: DictConfig) -> dict[str, float]:
     """Build engine, env pool and agent loop from the config, roll out, and write the results to the run dir."""
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
     console.print(f"model [bold]{spec.name}[/] ({spec.path}) · engine [bold]{cfg.engine.name}[/] · env "
                   f"[bold]{cfg.env.name}[/] · pool [bold]{cfg.env_pool.kind}[/]")

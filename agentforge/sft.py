@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from agentforge.agent.loop import AgentConfig, render_turn_prompt
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
-from agentforge.builders import build_agent_config, build_model_spec, plain, without_name
+from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
@@ -165,9 +165,7 @@ def run_sft_epochs(
 
 def run_sft(cfg: DictConfig) -> dict[str, Any]:
     """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
     data = expert_dataset(cfg, load_tokenizer(spec))
     steps = sft_steps(cfg, data)

@@ -11,16 +11,15 @@ import logging
 import random
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from agentforge.agent.loop import AgentLoop
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, plain
+from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, plain, prepare_run_dir
 from agentforge.checkpoint import Checkpoint, CheckpointManager, set_rng_state
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
@@ -61,11 +60,8 @@ class Trainer:
         self.cfg = cfg
         self.tcfg = cfg.trainer
         resume_dir = resolve_resume_dir(cfg)
-        self.run_dir = resume_dir or Path(cfg.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.resuming = resume_dir is not None
-        if not self.resuming:
-            (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        self.run_dir = resume_dir if self.resuming else prepare_run_dir(cfg)
 
         self.spec = build_model_spec(cfg)
         sft_budget = int(cfg.sft.epochs) * -(-int(cfg.sft.num_tasks) // int(cfg.sft.batch_size))  # upper bound
