@@ -98,6 +98,29 @@ def envs_command(args: list[str]) -> int:
     return 2
 
 
+_VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir",
+                "-cd", "--experimental-rerun", "--info", "-i"}
+
+
+def split_hydra_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (with their values) apart from `key=value` overrides, so `--multirun` may stand anywhere."""
+    flags: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-"):  # Hydra overrides never start with "-" (they may with ~ or +)
+            flags.append(arg)
+            takes_value = arg in _VALUE_FLAGS and i + 1 < len(args)
+            if takes_value and "=" not in args[i + 1] and not args[i + 1].startswith("-"):
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            overrides.append(arg)
+        i += 1
+    return flags, overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     # vLLM's CPU engine drops to one thread unless OMP_NUM_THREADS is set before torch starts: use every core.
     os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
@@ -114,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             valid = ", ".join([*HYDRA_COMMANDS, "envs"])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
             return 2
-        sys.argv = [f"agentforge {command}", f"command={command}", *rest]
+        flags, overrides = split_hydra_args(rest)
+        sys.argv = [f"agentforge {command}", *flags, f"command={command}", *overrides]
         hydra_app()
     except AgentforgeError as error:
         print(f"agentforge: error: {error}", file=sys.stderr)

@@ -42,3 +42,12 @@ def test_task_sampler_splits_are_disjoint_and_resumable():
     assert TaskSampler("sokoban", "eval").sample(1)[0].seed >= 1_000_000
     with pytest.raises(ConfigError, match="valid splits"):
         TaskSampler("sokoban", "nope")
+
+
+def test_cli_moves_hydra_flags_before_overrides():
+    from agentforge.cli import split_hydra_args
+
+    flags, overrides = split_hydra_args(["recipe=debug", "--multirun", "seed=0,1", "--cfg", "job", "-cd", "my/conf"])
+    assert flags == ["--multirun", "--cfg", "job", "-cd", "my/conf"]
+    assert overrides == ["recipe=debug", "seed=0,1"]
+    assert split_hydra_args(["a=1", "--info"]) == (["--info"], ["a=1"])
