@@ -150,6 +150,9 @@ class VLLMEngine:
             if kv_cache_space_gb < 1 or kv_cache_space_gb != int(kv_cache_space_gb):
                 raise ConfigError(f"engine.kv_cache_space_gb must be a whole number >= 1, got {kv_cache_space_gb}")
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(kv_cache_space_gb))
+            # Without OMP_NUM_THREADS vLLM's CPU engine drops torch to ONE thread for the whole process (halving
+            # rollout and learner speed on 2 cores): keep torch's own default unless the user chose.
+            os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
         with preserved_global_rng():
             self.llm = LLM(
