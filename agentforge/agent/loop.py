@@ -73,7 +73,8 @@ def render_turn_prompt(
     """
     window = history[-config.history_length :] if config.history_length > 0 else []
     while True:
-        ids = chat_prompt_ids(tokenizer, template.messages(observation, window, step, config.few_shot))
+        intro = history[0].observation if history else observation.text
+        ids = chat_prompt_ids(tokenizer, template.messages(observation, window, step, config.few_shot, intro))
         if len(ids) <= config.max_prompt_tokens:
             return ids
         if not window:

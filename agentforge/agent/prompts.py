@@ -38,8 +38,14 @@ class PromptTemplate:
     few_shot: list[dict[str, str]] = field(default_factory=list)
 
     def messages(
-        self, observation: Observation, history: list[HistoryEntry], step: int, use_few_shot: bool = False
+        self,
+        observation: Observation,
+        history: list[HistoryEntry],
+        step: int,
+        use_few_shot: bool = False,
+        intro: str | None = None,
     ) -> list[dict[str, str]]:
+        """`intro` is the episode's first observation (templates whose task is stated only there use it)."""
         first_index = step - len(history)
         rendered = "\n".join(
             self.history_item.format(index=first_index + i, observation=h.observation, action=h.action)

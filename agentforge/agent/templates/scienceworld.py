@@ -29,11 +29,16 @@ class TaskHeaderTemplate(PromptTemplate):
     task_header: str = "Your task: {task}\n\n"
 
     def messages(
-        self, observation: Observation, history: list[HistoryEntry], step: int, use_few_shot: bool = False
+        self,
+        observation: Observation,
+        history: list[HistoryEntry],
+        step: int,
+        use_few_shot: bool = False,
+        intro: str | None = None,
     ) -> list[dict[str, str]]:
         task, current = split_task(observation.text)
         shortened = [HistoryEntry(split_task(h.observation)[1], h.action) for h in history]
-        messages = super().messages(replace(observation, text=current), shortened, step, use_few_shot)
+        messages = super().messages(replace(observation, text=current), shortened, step, use_few_shot, intro)
         if task is not None:
             last = messages[-1]
             messages[-1] = {**last, "content": self.task_header.format(task=task) + last["content"]}

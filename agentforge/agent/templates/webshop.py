@@ -18,11 +18,16 @@ class FreeTextActionTemplate(PromptTemplate):
     free_text_hint: str = SEARCH_ACTION_HINT
 
     def messages(
-        self, observation: Observation, history: list[HistoryEntry], step: int, use_few_shot: bool = False
+        self,
+        observation: Observation,
+        history: list[HistoryEntry],
+        step: int,
+        use_few_shot: bool = False,
+        intro: str | None = None,
     ) -> list[dict[str, str]]:
         if observation.admissible is None:
             observation = replace(observation, admissible=[self.free_text_hint])
-        return super().messages(observation, history, step, use_few_shot)
+        return super().messages(observation, history, step, use_few_shot, intro)
 
 
 WEBSHOP = PROMPTS.register("webshop")(

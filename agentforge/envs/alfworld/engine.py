@@ -32,3 +32,17 @@ def make_engine(planner: bool = False) -> Any:
     if planner:
         env = expert(env, expert_type="planner")
     return env
+
+
+def release_engine(env: Any) -> None:
+    """Close an engine and unload its private copy of Fast Downward's library (each PddlEnv loads one, ~35 MB)."""
+    env.close()
+    inner = env
+    while getattr(inner, "_wrapped_env", None) is not None:
+        inner = inner._wrapped_env
+    lib = getattr(inner, "downward_lib", None)
+    if lib is not None:
+        import fast_downward
+
+        fast_downward.close_lib(lib)
+        inner.downward_lib = None

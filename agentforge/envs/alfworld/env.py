@@ -130,7 +130,9 @@ class AlfWorldEnv:
 
     def close(self) -> None:
         if self._engine is not None:
-            self._engine.close()
+            from agentforge.envs.alfworld.engine import release_engine
+
+            release_engine(self._engine)
         self._engine = None
         self._loaded = None
         self._episode = None

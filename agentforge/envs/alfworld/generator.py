@@ -115,18 +115,32 @@ def game_spec(seed: int, split: str, index: int, attempt: int) -> GameSpec:
                     problem_pddl(sampled.scene, goal, trial))
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename, so an interrupted run never leaves half a game file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def _read_game_file(game_file: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(game_file.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
 def write_game_folder(out: Path, spec: GameSpec) -> Path:
     """Write the real-format folder (game.tw-pddl with solvable null) unless it exists; returns the folder."""
     folder = out / spec.rel_dir
     game_file = folder / "game.tw-pddl"
-    if game_file.exists():
+    if _read_game_file(game_file) is not None:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "traj_data.json").write_text(json.dumps(spec.traj_data, indent=2))
-    (folder / "initial_state.pddl").write_text(spec.pddl_problem)
+    _write_atomic(folder / "traj_data.json", json.dumps(spec.traj_data, indent=2))
+    _write_atomic(folder / "initial_state.pddl", spec.pddl_problem)
     data = assemble_game_data(spec.pddl_problem, spec.task_desc, None)
     data["solvable"] = None
-    game_file.write_text(json.dumps(data))
+    _write_atomic(game_file, json.dumps(data))
     return folder
 
 
@@ -198,7 +212,7 @@ def record_result(game_file: Path, walkthrough: list[str] | None, reason: str) -
     data["walkthrough"] = walkthrough
     if walkthrough is None:
         data["agentforge_reason"] = reason
-    game_file.write_text(json.dumps(data))
+    _write_atomic(game_file, json.dumps(data))
 
 
 # -- whole splits ------------------------------------------------------------------------------------------------------
