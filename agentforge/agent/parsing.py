@@ -31,7 +31,13 @@ class ParsedResponse:
 
 
 def _tag_pattern(tag: str) -> re.Pattern[str]:
-    return re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE)
+    """`tag` may list alternatives (`search|answer`); group `tag` says which one matched."""
+    return re.compile(rf"<(?P<tag>{tag})>(?P<action>.*?)</(?P=tag)>", re.DOTALL | re.IGNORECASE)
+
+
+def _tagged_action(tag: str, content: str, action_tag: str) -> str:
+    """With alternative tags the tag is part of the action: `<search>q</search>` → `search[q]`."""
+    return f"{tag.lower()}[{content.strip()}]" if "|" in action_tag else content
 
 
 _STRICT_CACHE: dict[tuple[str, bool], re.Pattern[str]] = {}
@@ -42,7 +48,7 @@ def _strict_pattern(action_tag: str, require_think: bool) -> re.Pattern[str]:
     if key not in _STRICT_CACHE:
         think = r"<think>(?P<think>.*?)</think>\s*" if require_think else r"(?:<think>(?P<think>.*?)</think>\s*)?"
         _STRICT_CACHE[key] = re.compile(
-            rf"^\s*{think}<{action_tag}>(?P<action>.*?)</{action_tag}>\s*$", re.DOTALL | re.IGNORECASE
+            rf"^\s*{think}<(?P<tag>{action_tag})>(?P<action>.*?)</(?P=tag)>\s*$", re.DOTALL | re.IGNORECASE
         )
     return _STRICT_CACHE[key]
 
@@ -77,16 +83,17 @@ def parse_response(
     """Parse a response; never raises: malformed output becomes an invalid turn with a reason."""
     strict = _strict_pattern(action_tag, require_think).match(text)
     if strict:
-        action, ok = _canonical(strict.group("action"), admissible)
+        action, ok = _canonical(_tagged_action(strict.group("tag"), strict.group("action"), action_tag), admissible)
         think = strict.group("think")
         error = "" if ok else f"action {action!r} is not admissible"
         return ParsedResponse(action if action else None, think, True, ok, error)
 
-    tagged = _tag_pattern(action_tag).findall(text)
+    tagged = list(_tag_pattern(action_tag).finditer(text))
     think_match = _tag_pattern("think").search(text)
-    think = think_match.group(1) if think_match else None
+    think = think_match.group("action") if think_match else None
     if tagged:
-        action, ok = _canonical(tagged[-1], admissible)
+        last = tagged[-1]
+        action, ok = _canonical(_tagged_action(last.group("tag"), last.group("action"), action_tag), admissible)
         error = "format: expected <think>…</think><action>…</action>" + ("" if ok else f"; {action!r} not admissible")
         return ParsedResponse(action if action else None, think, False, ok, error)
     if admissible:

@@ -167,11 +167,18 @@ def test_same_task_same_episode_via_registry() -> None:
 
 def test_template_action_format_parses_to_env_actions() -> None:
     template = prompt_for("search_qa")
-    assert template.action_tag == "action"
-    parsed = parse_response("<think>find it</think><action>search[Drelix Systems founder]</action>", None)
+    assert template.action_tag == "search|answer"
+    parsed = parse_response("<think>find it</think><search>Drelix Systems founder</search>", None,
+                            template.action_tag, template.require_think)
     assert parsed.valid and parse_action(parsed.action) == ("search", "Drelix Systems founder")
+    parsed = parse_response("<think>got it</think>\n<answer> Pelland </answer>", None, template.action_tag)
+    assert parsed.valid and parse_action(parsed.action) == ("answer", "Pelland")
+    relaxed = parse_response("so <answer>Pelland</answer> I think", None, template.action_tag)
+    assert not relaxed.valid and relaxed.action == "answer[Pelland]"
+    mismatched = parse_response("<think>x</think><search>q</answer>", None, template.action_tag)
+    assert mismatched.action is None and not mismatched.valid
     user = template.messages(SearchQAEnv().reset(task(0)), [], 1)[-1]["content"]
-    assert "search[<query>]" in user and "answer[<answer>]" in user
+    assert "<search>query</search>" in user and "<answer>answer</answer>" in user
 
 
 # -- Search-R1-style data from data_dir -----------------------------------------------------------------------------

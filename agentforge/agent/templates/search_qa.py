@@ -1,5 +1,5 @@
-"""Search-QA prompt (Search-R1's task). agentforge's parser reads one action tag, so the model writes
-`<action>search[…]</action>` or `<action>answer[…]</action>` where Search-R1 writes `<search>`/`<answer>` tags."""
+"""Search-QA prompt (Search-R1's task and format): `<search>query</search>` or `<answer>text</answer>` after
+`<think>…</think>`; the parser turns them into the env's `search[query]` / `answer[text]` actions."""
 
 from __future__ import annotations
 
@@ -16,18 +16,18 @@ SEARCH_QA = PROMPTS.register("search_qa")(
         turn=(
             "Your last {history_length} observations and actions:\n{history}\n\n"
             "Current observation (step {step}):\n{observation}\n\n"
-            "Actions: search[<query>] to search, answer[<answer>] to answer and finish.\n"
-            "First think briefly inside <think> </think>, then give exactly one action inside <action> </action>, "
-            "for example <think>I need the founder of Acme Works first.</think><action>search[Acme Works founder]"
-            "</action> or <think>The passage says the founder was born in Pelland.</think>"
-            "<action>answer[Pelland]</action>"
+            "First think briefly inside <think> </think>, then either search with <search>query</search> or answer "
+            "and finish with <answer>answer</answer>, for example <think>I need the founder of Acme Works first."
+            "</think><search>Acme Works founder</search> or <think>The passage says the founder was born in "
+            "Pelland.</think><answer>Pelland</answer>"
         ),
         no_history="(none yet)",
+        action_tag="search|answer",
         few_shot=[
             {"role": "user", "content": "Current observation:\nQuestion: Who founded Acme Works?\n"
              "You have 4 turn(s) left."},
             {"role": "assistant", "content": "<think>I need the passage about Acme Works.</think>"
-             "<action>search[Acme Works founded]</action>"},
+             "<search>Acme Works founded</search>"},
         ],
     )
 )
