@@ -24,6 +24,7 @@ from agentforge.checkpoint import Checkpoint, CheckpointManager, set_rng_state
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
+from agentforge.learner.memory import check_memory_fit
 from agentforge.metrics import rollout_summary
 from agentforge.plotting import plot_training_curves
 from agentforge.progress import TrainProgress, console
@@ -68,6 +69,7 @@ class Trainer:
         total_steps = int(self.tcfg.iterations) + (sft_budget if self.tcfg.warm_start else 0)
         learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": total_steps})
         learner_cfg.validate_for_model(self.spec.path)
+        check_memory_fit(self.spec.path, learner_cfg)
         console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
                       f"{cfg.engine.name} · run dir {self.run_dir}")
         self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
