@@ -112,13 +112,16 @@ class ScienceWorldEnv:
             self._simulator = None
         return self.server
 
+    def _jvm_died(self) -> AgentforgeError:
+        return AgentforgeError(
+            f"the ScienceWorld JVM exited during an episode of {self.task_name} (variation {self.variation}); "
+            "reset the env to start a new JVM (env pools replay the episode), or raise the heap in "
+            "env.java_options if it ran out of memory"
+        )
+
     def _episode_server(self) -> Any:
         if self._simulator is None or not jvm_alive(self._simulator):
-            raise AgentforgeError(
-                f"the ScienceWorld JVM exited during an episode of {self.task_name} (variation {self.variation}); "
-                "reset the env to start a new JVM (env pools replay the episode), or raise the heap in "
-                "env.java_options if it ran out of memory"
-            )
+            raise self._jvm_died()
         return self._simulator.server
 
     def close(self) -> None:
@@ -164,10 +167,15 @@ class ScienceWorldEnv:
         if command.lower() in BLOCKED_ACTIONS:
             text = f"'{command}' is not available here: each episode is one attempt at the task."
         else:
-            text = str(server.step(command))
-            if text.startswith(AMBIGUOUS_PREFIX):
-                ambiguous = True
-                text = str(server.step("0"))
+            try:
+                text = str(server.step(command))
+                if text.startswith(AMBIGUOUS_PREFIX):
+                    ambiguous = True
+                    text = str(server.step("0"))
+            except Exception as error:  # py4j's errors: the JVM can die between the liveness check and the call
+                if type(error).__module__.startswith("py4j"):
+                    raise self._jvm_died() from error
+                raise
         self.timings["step"] = time.perf_counter() - t0
         invalid = command.lower() in BLOCKED_ACTIONS or text.strip().startswith(INVALID_MESSAGES)
         self.score = self._read_score()
