@@ -144,7 +144,16 @@ class ScienceWorldEnv:
         """Start an episode on a given task name and variation (tests, experts)."""
         server = self._fresh_server()
         t0 = time.perf_counter()
-        server.load(task_name, int(variation), self.simplifications, False)
+        try:
+            server.load(task_name, int(variation), self.simplifications, False)
+        except Exception as error:  # a JVM that died unnoticed (py4j error): start a new one, once
+            if not type(error).__module__.startswith("py4j"):
+                raise
+            with contextlib.suppress(Exception):
+                stop_simulator(self._simulator)
+            self._simulator = None
+            server = self._fresh_server()
+            server.load(task_name, int(variation), self.simplifications, False)
         self.timings["load"] = time.perf_counter() - t0
         self.task_name, self.variation = task_name, int(variation)
         self.task_description = str(server.getTaskDescription())
