@@ -19,6 +19,7 @@ def rollout_summary(groups: list[Group], stats: RolloutStats) -> dict[str, float
         "success_rate": _ratio(sum(t.won for t in trajectories), len(trajectories)),
         "mean_return": _ratio(sum(t.episode_return for t in trajectories), len(trajectories)),
         "mean_turns": _ratio(turns, len(trajectories)),
+        "mean_success_length": _ratio(sum(t.length for t in trajectories if t.won), sum(t.won for t in trajectories)),
         "invalid_action_rate": _ratio(sum(t.invalid_turns for t in trajectories), turns),
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": _ratio(stats.generated_tokens, stats.generate_seconds),
@@ -26,3 +27,15 @@ def rollout_summary(groups: list[Group], stats: RolloutStats) -> dict[str, float
         "env_steps_per_s": _ratio(stats.env_steps, stats.env_seconds),
         "wall_seconds": stats.wall_seconds,
     }
+
+
+def diversity_summary(groups: list[Group], descriptor_names: list[str]) -> dict[str, float]:
+    """D^pair and D^dpp per descriptor over each group's successful rollouts; metrics no group qualified for are left
+    out (NaN would break curves), the count of contributing groups is always there."""
+    import math
+
+    from agentforge.algorithms.diversity import group_diversity
+
+    if not descriptor_names or all(len(g.trajectories) < 2 for g in groups):
+        return {}
+    return {k: v for k, v in group_diversity(groups, descriptor_names).items() if not math.isnan(v)}

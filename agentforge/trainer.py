@@ -25,7 +25,7 @@ from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
 from agentforge.learner.memory import check_memory_fit
-from agentforge.metrics import rollout_summary
+from agentforge.metrics import diversity_summary, rollout_summary
 from agentforge.plotting import plot_training_curves
 from agentforge.progress import TrainProgress, console
 from agentforge.tasks import TaskSampler
@@ -82,6 +82,7 @@ class Trainer:
         self.eval_loop = AgentLoop(self.engine, self.pool, self.loop.template,
                                    replace(self.loop.config, sampling=eval_sampling), self.loop.intervention)
         self.algorithm = make_algorithm(cfg.algorithm)
+        self.eval_descriptors = eval_descriptor_names(str(cfg.env.name), self.algorithm)
         self.learner = Learner(self.spec.path, learner_cfg)
         self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
         self.eval_tasks = TaskSampler(cfg.env.name, "eval").sample(int(self.tcfg.eval_tasks))
@@ -124,6 +125,7 @@ class Trainer:
         callback = progress.rollout_callback("eval") if progress else None
         groups, stats = self.eval_loop.run(self.eval_tasks, int(self.tcfg.eval_group_size), callback)
         summary = {f"eval/{k}": v for k, v in rollout_summary(groups, stats).items()}
+        summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
         self.history[str(iteration)] = summary
         return summary
 
@@ -250,6 +252,15 @@ class Trainer:
                 closer()
             except Exception as error:  # closing must not hide the real error
                 log.warning("error while closing: %s", error)
+
+
+def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
+    """The descriptors whose diversity each eval reports: the env's built-ins plus the one the algorithm optimises."""
+    from agentforge.algorithms.descriptors import descriptors_for_env
+
+    names = descriptors_for_env(env_name)
+    optimised = getattr(getattr(algorithm, "descriptor", None), "name", None)
+    return names + [optimised] if optimised and optimised not in names else names
 
 
 def run_train(cfg: DictConfig) -> dict[str, Any]:

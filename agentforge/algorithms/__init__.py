@@ -10,12 +10,14 @@ from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns,
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
+from agentforge.algorithms.tjpo import TJPO
 
 __all__ = [
     "ALGORITHMS",
     "GRPO",
     "Algorithm",
     "GiGPO",
+    "TJPO",
     "TurnBatch",
     "discounted_returns",
     "group_relative",

@@ -1,0 +1,145 @@
+"""Set-level diversity of a group's descriptor vectors: TJPO's per-trajectory credits and the evaluation metrics.
+
+Every numerical rule is ALGORITHMS.md's (TJPO): σ = 10, jitter η = 1e-4, determinant floor 1e-10, the two
+determinantal fallbacks, max-scaling of determinantal credits, z-scoring within the group (unbiased std, as
+everywhere in agentforge), and 0 for a group whose credits do not vary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from agentforge.algorithms.descriptors import describe_group, get_descriptor
+from agentforge.types import Group
+
+SIGMA = 10.0
+ETA = 1e-4
+DET_FLOOR = 1e-10
+FUNCTIONALS = ("pairwise", "determinantal")
+
+
+def squared_distances(vectors: np.ndarray) -> np.ndarray:
+    """(n, n) squared Euclidean distances, exactly 0 on the diagonal and never negative."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    diff = vectors[:, None, :] - vectors[None, :, :]
+    return np.einsum("ijk,ijk->ij", diff, diff)
+
+
+def rbf_kernel(vectors: np.ndarray, sigma: float = SIGMA) -> np.ndarray:
+    """K_ij = exp(−‖φ_i − φ_j‖² / (2σ²))."""
+    return np.exp(-squared_distances(vectors) / (2.0 * sigma * sigma))
+
+
+# ---- credits (training) ------------------------------------------------------------------------------------------
+def pairwise_credit(vectors: np.ndarray) -> np.ndarray:
+    """c_i = mean_{j≠i} ‖φ_i − φ_j‖₂; a group of one gets 0."""
+    n = len(vectors)
+    if n < 2:
+        return np.zeros(n)
+    distances = np.sqrt(squared_distances(vectors))
+    return distances.sum(axis=1) / (n - 1)
+
+
+def determinantal_credit(
+    vectors: np.ndarray, sigma: float = SIGMA, eta: float = ETA, det_floor: float = DET_FLOOR
+) -> np.ndarray:
+    """c_i = det(L) / det(L_{−i}) with L = K + ηI (the volume τ_i adds to the others), divided by the group's max.
+
+    Fallbacks: when det(L) ≤ floor (near-duplicate descriptors; with σ = 10 and simplex vectors every K_ij ≥ e^−0.01,
+    so this is common for large groups) c_i = mean_{j≠i} (1 − K_ij); when only det(L_{−i}) ≤ floor, c_i = 1
+    (τ_i alone restores a volume the others lack). Max-scaling is skipped when the maximum is 0.
+    """
+    n = len(vectors)
+    if n == 0:
+        return np.zeros(0)
+    kernel = rbf_kernel(vectors, sigma)
+    gram = kernel + eta * np.eye(n)
+    det_all = float(np.linalg.det(gram))
+    if det_all <= det_floor:
+        credit = (1.0 - kernel).sum(axis=1) / (n - 1) if n > 1 else np.zeros(1)
+    else:
+        credit = np.empty(n)
+        for i in range(n):
+            keep = np.arange(n) != i
+            det_rest = float(np.linalg.det(gram[np.ix_(keep, keep)])) if n > 1 else 1.0
+            credit[i] = 1.0 if det_rest <= det_floor else det_all / det_rest
+    top = credit.max()
+    return credit / top if top > 0 else credit
+
+
+def zscore(credit: np.ndarray, tolerance: float = 1e-12) -> np.ndarray:
+    """(c − mean) / std (unbiased) within a group; a group of one, or whose credits do not vary, gets all 0."""
+    credit = np.asarray(credit, dtype=np.float64)
+    if credit.size < 2:
+        return np.zeros_like(credit)
+    std = credit.std(ddof=1)
+    if std <= tolerance * max(1.0, float(np.abs(credit).max())):
+        return np.zeros_like(credit)
+    return (credit - credit.mean()) / std
+
+
+def group_credit(
+    vectors: np.ndarray, functional: str, participants: np.ndarray | None = None,
+    sigma: float = SIGMA, eta: float = ETA,
+) -> np.ndarray:
+    """Standardised credit ĉ per trajectory of one group; trajectories outside `participants` (a mask) get 0."""
+    n = len(vectors)
+    mask = np.ones(n, dtype=bool) if participants is None else np.asarray(participants, dtype=bool)
+    out = np.zeros(n)
+    members = vectors[mask] if n else vectors
+    if functional == "pairwise":
+        raw = pairwise_credit(members)
+    elif functional == "determinantal":
+        raw = determinantal_credit(members, sigma, eta)
+    else:
+        raise ValueError(f"unknown diversity functional {functional!r}; valid: {', '.join(FUNCTIONALS)}")
+    out[mask] = zscore(raw)
+    return out
+
+
+# ---- set diversity (evaluation) ------------------------------------------------------------------------------------
+def pairwise_diversity(vectors: np.ndarray) -> float:
+    """D^pair: mean Euclidean distance over the unordered pairs of a set; NaN for fewer than two members."""
+    n = len(vectors)
+    if n < 2:
+        return math.nan
+    distances = np.sqrt(squared_distances(vectors))
+    return float(distances[np.triu_indices(n, k=1)].mean())
+
+
+def dpp_diversity(vectors: np.ndarray, sigma: float = SIGMA, eta: float = ETA) -> float:
+    """D^dpp = det(K_S + ηI)^(1/|S|) (raw; tables report it ×10⁻³); NaN for fewer than two members."""
+    n = len(vectors)
+    if n < 2:
+        return math.nan
+    sign, logdet = np.linalg.slogdet(rbf_kernel(vectors, sigma) + eta * np.eye(n))
+    return float(math.exp(logdet / n)) if sign > 0 else 0.0
+
+
+def group_diversity(
+    groups: Sequence[Group], descriptor_names: Sequence[str], successful_only: bool = True,
+    sigma: float = SIGMA, eta: float = ETA,
+) -> dict[str, float]:
+    """Mean D^pair and D^dpp per descriptor over the groups (prompts) with at least two (successful) trajectories.
+
+    Keys: `div_pair/<name>`, `div_dpp/<name>` (NaN when no group qualifies) and `div_groups/<name>` (how many
+    groups contributed). Groups with fewer than two successes contribute nothing (project choice).
+    """
+    out: dict[str, float] = {}
+    for name in descriptor_names:
+        descriptor = get_descriptor(name)
+        pair, dpp = [], []
+        for group in groups:
+            members = [t for t in group.trajectories if t.won or not successful_only]
+            if len(members) < 2:
+                continue
+            vectors = describe_group(descriptor, members)
+            pair.append(pairwise_diversity(vectors))
+            dpp.append(dpp_diversity(vectors, sigma, eta))
+        out[f"div_pair/{name}"] = float(np.mean(pair)) if pair else math.nan
+        out[f"div_dpp/{name}"] = float(np.mean(dpp)) if dpp else math.nan
+        out[f"div_groups/{name}"] = float(len(pair))
+    return out
