@@ -324,3 +324,33 @@ def test_unknown_descriptor_lists_the_registered_names(user_module):
 def test_bad_tjpo_options_are_rejected(options, message):
     with pytest.raises(ConfigError, match=message):
         make_algorithm({"name": "tjpo", **options})
+
+
+# ---- recipes --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("recipe", "descriptor", "functional"), [
+    ("tjpo_alfworld", "location", "pairwise"),
+    ("tjpo_alfworld_location_dpp", "location", "determinantal"),
+    ("tjpo_alfworld_action_pairwise", "action_type", "pairwise"),
+    ("tjpo_alfworld_action_dpp", "action_type", "determinantal"),
+    ("tjpo_sokoban", "direction_transition", "pairwise"),
+])
+def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
+    from agentforge.config import compose_config
+    from agentforge.train_config import validate_train_config
+    from agentforge.trainer import eval_descriptor_names
+
+    cfg = compose_config([f"recipe={recipe}", "command=train"])
+    validate_train_config(cfg)
+    algorithm = make_algorithm(cfg.algorithm)
+    assert (algorithm.config.descriptor, algorithm.config.functional, algorithm.config.lambda_) == (
+        descriptor, functional, 0.3)
+    assert cfg.trainer.eval_group_size >= 2  # diversity over successful rollouts needs several samples per task
+    assert descriptor in eval_descriptor_names(cfg.env.name, algorithm)
+
+
+def test_lambda_and_descriptor_overrides_from_the_command_line():
+    from agentforge.config import compose_config
+
+    cfg = compose_config(["recipe=tjpo_sokoban", "algorithm.lambda=0.5", "algorithm.descriptor=spatial_coverage"])
+    algorithm = make_algorithm(cfg.algorithm)
+    assert algorithm.config.lambda_ == 0.5 and algorithm.descriptor.name == "spatial_coverage"
