@@ -6,6 +6,7 @@ command line (overrides, `--multirun`, `--cfg job`, ...) to Hydra unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -21,6 +22,9 @@ commands:
   train        RL training: rollout -> advantages -> DeepSpeed update -> weight sync, with eval and checkpoints
   sft          supervised warm start on expert trajectories (writes <run dir>/model for model.init_from)
   rollout      play a policy on N tasks x G and write trajectories and a summary
+  eval         evaluate a checkpoint: success, reward, length, trajectory diversity (D^pair, D^dpp) per
+               descriptor, decoding baselines (eval.baselines=[pp,rp]), ALFWorld interventions
+  sweep-report gather the jobs of a `--multirun` sweep into one table and plot (λ vs diversity vs success)
   envs list    list the registered environments
   envs check   build each env and play one random episode
 
@@ -31,6 +35,10 @@ examples:
   agentforge rollout recipe=grpo_sokoban
   agentforge rollout recipe=debug engine=hf rollout.num_tasks=4
   agentforge rollout recipe=grpo_sokoban --cfg job      (print the composed config)
+  agentforge train recipe=tjpo_alfworld --multirun algorithm.lambda=0,0.1,0.3,0.5
+  agentforge sweep-report multirun/train/<time>
+  agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
+  agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
 """
 
 
@@ -46,6 +54,12 @@ def _run_train(cfg: DictConfig) -> None:
     run_train(cfg)
 
 
+def _run_eval(cfg: DictConfig) -> None:
+    from agentforge.evaluate import run_eval
+
+    run_eval(cfg)
+
+
 def _run_sft(cfg: DictConfig) -> None:
     from agentforge.sft import run_sft
 
@@ -53,8 +67,9 @@ def _run_sft(cfg: DictConfig) -> None:
 
 
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
-    "train": _run_train, "rollout": _run_rollout, "sft": _run_sft,
+    "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "eval": _run_eval,
 }
+PLAIN_COMMANDS = ("envs", "sweep-report")
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
@@ -62,8 +77,34 @@ def hydra_app(cfg: DictConfig) -> None:
     try:
         HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
+        mark_failed(cfg, error)
         print(f"agentforge: error: {error}", file=sys.stderr)
+        if in_multirun():
+            raise  # an Exception (not SystemExit) lets Hydra run the sweep's other jobs, then fail
         raise SystemExit(1) from None
+    except Exception as error:
+        mark_failed(cfg, error)
+        raise
+
+
+def in_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def mark_failed(cfg: DictConfig, error: BaseException) -> None:
+    """Leave `FAILED` (the error's first line) in the run dir, so `agentforge sweep-report` tells a failed job from
+    a running one."""
+    from pathlib import Path
+
+    from agentforge.sweep_report import FAILED_MARKER
+
+    with contextlib.suppress(Exception):  # best effort: never hide the real error
+        run_dir = Path(str(cfg.run_dir))
+        if run_dir.is_dir():
+            (run_dir / FAILED_MARKER).write_text(f"{type(error).__name__}: {error}\n")
 
 
 def envs_command(args: list[str]) -> int:
@@ -133,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "envs":
             return envs_command(rest)
+        if command == "sweep-report":
+            from agentforge.sweep_report import sweep_report_command
+
+            return sweep_report_command(rest)
         if command not in HYDRA_COMMANDS:
-            valid = ", ".join([*HYDRA_COMMANDS, "envs"])
+            valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
             return 2
         flags, overrides = split_hydra_args(rest)

@@ -1,0 +1,134 @@
+"""How an evaluation is shown and stored: a rich console table, a paste-ready markdown table, eval.json and the
+main row's trajectories.jsonl. D^dpp appears ×10⁻³ in the tables (as in the TJPO paper) and raw in eval.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from agentforge.types import Group
+
+DPP_SCALE = 1e3  # tables show D^dpp in units of 10⁻³
+FOOTNOTE = ("D^pair: mean pairwise Euclidean distance, D^dpp: det(K+ηI)^(1/n) in units of 10⁻³, both over each "
+            "prompt's successful rollouts and averaged over the prompts with ≥ 2 successes (column n).")
+
+
+def _number(value: Any, digits: int, scale: float = 1.0) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{float(value) * scale:.{digits}f}"
+
+
+def table_columns(descriptors: list[str]) -> list[tuple[str, str, int, float]]:
+    """(header, metric key, digits, scale) of every column after the method's name."""
+    columns = [("Success", "success_rate", 4, 1.0), ("Reward", "mean_return", 3, 1.0),
+               ("Succ. len", "mean_success_length", 2, 1.0), ("Invalid", "invalid_action_rate", 3, 1.0)]
+    for name in descriptors:
+        columns.append((f"D^pair {name}", f"div_pair/{name}", 4, 1.0))
+        columns.append((f"D^dpp {name} (×10⁻³)", f"div_dpp/{name}", 3, DPP_SCALE))
+    if descriptors:
+        columns.append(("n", f"div_groups/{descriptors[0]}", 0, 1.0))
+    return columns
+
+
+def table_cells(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    columns = table_columns(report["descriptors"])
+    header = ["Method", *(c[0] for c in columns)]
+    rows = [[row["name"], *(_number(row["metrics"].get(key), digits, scale) for _, key, digits, scale in columns)]
+            for row in report["rows"]]
+    return header, rows
+
+
+def title(report: dict[str, Any]) -> str:
+    return (f"{report['env']}: {report['tasks']['num_tasks']} {report['tasks']['split']} prompts × "
+            f"{report['samples_per_task']} samples at T={report['temperature']}")
+
+
+def eval_table(report: dict[str, Any]) -> Table:
+    """The console view: one column per method and one row per metric (a terminal is narrower than a paper)."""
+    header, rows = table_cells(report)
+    table = Table(title=title(report), caption=FOOTNOTE)
+    table.add_column("metric")
+    for row in rows:
+        table.add_column(row[0], justify="right")
+    for i, name in enumerate(header[1:], start=1):
+        table.add_row(name, *(row[i] for row in rows))
+    return table
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def eval_markdown(report: dict[str, Any]) -> str:
+    header, rows = table_cells(report)
+    parts = [f"### {title(report)}", "", markdown_table(header, rows), "", FOOTNOTE]
+    if report.get("checkpoint"):
+        parts.append(f"Checkpoint: `{report['checkpoint']['path']}`.")
+    if report.get("interventions"):
+        iv_header, iv_rows = intervention_cells(report["interventions"])
+        parts += ["", "#### Interventions", "", markdown_table(iv_header, iv_rows), "",
+                  "User Constraints counts a success only without a confirmed visit to the forbidden locations."]
+    return "\n".join(parts) + "\n"
+
+
+# ---- interventions ---------------------------------------------------------------------------------------------
+INTERVENTION_COLUMNS = (("Standard", "standard"), ("User Constraints", "user_constraint"),
+                        ("Disruption", "disruption"))
+
+
+def intervention_cells(interventions: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["Method", *(name for name, _ in INTERVENTION_COLUMNS), "episodes"]
+    rates = interventions["success_rate"]
+    row = [interventions["name"], *(_number(rates.get(key), 2, 100.0) + " %" for _, key in INTERVENTION_COLUMNS),
+           str(interventions.get("episodes_per_condition", ""))]
+    return header, [row]
+
+
+def intervention_table(interventions: dict[str, Any]) -> Table:
+    header, rows = intervention_cells(interventions)
+    table = Table(title=f"ALFWorld interventions ({interventions.get('cases')} cases)",
+                  caption="User Constraints: success without a confirmed visit to a forbidden location")
+    for i, name in enumerate(header):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+# ---- files -----------------------------------------------------------------------------------------------------
+def write_eval_outputs(folder: Path, report: dict[str, Any], groups: list[Group],
+                       intervention_groups: dict[str, list[Group]] | None = None) -> dict[str, Path]:
+    """eval.json, eval.md, the main row's trajectories.jsonl and, with interventions, trajectories_<condition>.jsonl."""
+    from agentforge.rollout import write_trajectories
+
+    paths = {"eval.json": folder / "eval.json", "eval.md": folder / "eval.md",
+             "trajectories": folder / "trajectories.jsonl"}
+    dump_json(paths["eval.json"], report)
+    paths["eval.md"].write_text(eval_markdown(report))
+    write_trajectories(paths["trajectories"], groups, with_tokens=False)
+    for condition, played in (intervention_groups or {}).items():
+        paths[f"trajectories ({condition})"] = folder / f"trajectories_{condition}.jsonl"
+        write_trajectories(paths[f"trajectories ({condition})"], played, with_tokens=False)
+    return paths
+
+
+def finite_or_none(value: Any) -> Any:
+    """JSON has no NaN: metrics no group qualified for are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def dump_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(finite_or_none(data), indent=2, default=str))

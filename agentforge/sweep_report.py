@@ -1,0 +1,400 @@
+"""`agentforge sweep-report <multirun dir> ...`: one table and one plot from the jobs of a Hydra sweep.
+
+`agentforge train recipe=tjpo_alfworld --multirun algorithm.lambda=0,0.1,0.3,0.5` writes one run dir per job
+(`multirun/train/<time>/<job number>/`, each with `.hydra/overrides.yaml`, `metrics.jsonl` and, once finished,
+`summary.json`). The report lines the swept overrides up against each job's final eval: success rate, mean return,
+mean successful length and the diversity metrics the trainer's eval logs (`eval/div_pair/<descriptor>`,
+`eval/div_dpp/<descriptor>`). A job that failed or is still running gets its status and its latest eval, if any;
+it never stops the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentforge.errors import AgentforgeError
+
+FAILED_MARKER = "FAILED"  # written into a job's run dir by the CLI when the job raised
+STALE_SECONDS = 1800  # a job without summary whose files have not changed for this long is reported as failed
+DPP_SCALE = 1e3
+BASE_COLUMNS = (("success", "eval/success_rate"), ("return", "eval/mean_return"),
+                ("succ. len", "eval/mean_success_length"))
+
+
+@dataclass
+class Job:
+    """One run dir of a sweep: its overrides, status and final (or latest) eval metrics."""
+
+    path: Path
+    overrides: dict[str, str]
+    status: str
+    iteration: int | None = None
+    iterations: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.parent.name}/{self.path.name}"
+
+    def to_json(self, swept: list[str]) -> dict[str, Any]:
+        return {"dir": str(self.path), "status": self.status, "note": self.note or None,
+                "overrides": self.overrides, "swept": {k: self.overrides.get(k) for k in swept},
+                "eval_iteration": self.iteration, "iterations": self.iterations,
+                "metrics": {k: (v if math.isfinite(v) else None) for k, v in self.metrics.items()}}
+
+
+# ---- gathering -------------------------------------------------------------------------------------------------
+def is_job_dir(path: Path) -> bool:
+    return (path / ".hydra" / "overrides.yaml").is_file()
+
+
+def find_job_dirs(targets: list[str]) -> list[Path]:
+    """Job dirs named by `targets`: multirun dirs (their job subfolders), job dirs themselves, or globs of either."""
+    jobs: list[Path] = []
+    for target in targets:
+        matches = sorted(glob.glob(str(Path(target).expanduser()))) or [target]
+        for match in map(Path, matches):
+            if not match.is_dir():
+                raise AgentforgeError(f"sweep-report: {match} is not a directory; give a multirun dir (e.g. "
+                                      "multirun/train/<time>), a job dir in it, or a glob of them")
+            if is_job_dir(match):
+                jobs.append(match)
+                continue
+            found = sorted((p for p in match.iterdir() if p.is_dir() and is_job_dir(p)), key=_job_order)
+            if not found:
+                raise AgentforgeError(
+                    f"sweep-report: no Hydra jobs under {match} (expected <dir>/<job number>/.hydra/overrides.yaml, as "
+                    "`agentforge train ... --multirun key=a,b` writes under multirun/train/<time>/)")
+            jobs.extend(found)
+    unique: dict[Path, None] = dict.fromkeys(p.resolve() for p in jobs)
+    return list(unique)
+
+
+def _job_order(path: Path) -> tuple[int, str]:
+    return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
+
+
+def parse_overrides(lines: list[Any]) -> dict[str, str]:
+    """Hydra override strings (`algorithm.lambda=0.3`, `+x=1`, `~y`) as key → value text."""
+    out: dict[str, str] = {}
+    for line in lines or []:
+        text = str(line)
+        key, sep, value = text.partition("=")
+        key = key.lstrip("+~")
+        out[key] = value if sep else "(deleted)"
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _metrics_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash mid-write
+    return rows
+
+
+def _numeric(values: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            continue
+        try:
+            out[key] = float(value)  # NaN/inf were logged as strings
+        except ValueError:
+            continue
+    return out
+
+
+def read_job(path: Path, now: float | None = None) -> Job:
+    """Status and final eval of one job; never raises for a broken or unfinished run."""
+    overrides = parse_overrides(yaml.safe_load((path / ".hydra" / "overrides.yaml").read_text()) or [])
+    config: dict[str, Any] = {}
+    for candidate in (path / "config.yaml", path / ".hydra" / "config.yaml"):
+        try:
+            config = yaml.safe_load(candidate.read_text()) or {}
+            break
+        except (OSError, yaml.YAMLError):
+            continue
+    iterations = (config.get("trainer") or {}).get("iterations") if isinstance(config, dict) else None
+    job = Job(path=path, overrides=overrides, status="running", config=config if isinstance(config, dict) else {},
+              iterations=int(iterations) if isinstance(iterations, int) else None)
+    rows = [r for r in _metrics_rows(path / "metrics.jsonl") if "eval/success_rate" in r]
+    if rows:
+        job.iteration = int(rows[-1].get("iteration", 0))
+        job.metrics = {k: v for k, v in _numeric(rows[-1]).items() if k.startswith("eval/")}
+    summary = _read_json(path / "summary.json")
+    if summary is not None:
+        job.status = "finished"
+        after = summary.get("after")
+        if isinstance(after, dict):
+            job.iteration = int(after.get("iteration", job.iteration or 0))
+            job.metrics = {k: v for k, v in _numeric(after).items() if k.startswith("eval/")}
+        if not job.metrics:
+            job.note = "no eval logged (trainer.eval_every=0?)"
+        return job
+    failed = path / FAILED_MARKER
+    if failed.exists():
+        job.status = "failed"
+        job.note = failed.read_text().strip().splitlines()[0][:200] if failed.read_text().strip() else ""
+        return job
+    idle = (now or time.time()) - _last_change(path)
+    if idle > STALE_SECONDS:
+        job.status = "failed"
+        job.note = f"no summary and no activity for {idle / 60:.0f} min (killed or crashed)"
+    return job
+
+
+def _last_change(path: Path) -> float:
+    times = [path.stat().st_mtime]
+    for child in path.iterdir():
+        try:
+            times.append(child.stat().st_mtime)
+        except OSError:
+            continue
+    return max(times)
+
+
+# ---- the table -------------------------------------------------------------------------------------------------
+def swept_keys(jobs: list[Job]) -> list[str]:
+    """Override keys given different values by the jobs that set them (all of one job's overrides when there is only
+    one). A key only some jobs set (several sweeps gathered at once) is not swept by that alone."""
+    keys: list[str] = []
+    for job in jobs:
+        keys += [k for k in job.overrides if k not in keys]
+    if len(jobs) == 1:
+        return keys
+    return [k for k in keys if len({job.overrides[k] for job in jobs if k in job.overrides}) > 1]
+
+
+def diversity_keys(jobs: list[Job]) -> list[str]:
+    """eval/div_pair/<d> and eval/div_dpp/<d> found in any job, descriptor by descriptor."""
+    names: list[str] = []
+    for job in jobs:
+        for key in job.metrics:
+            if key.startswith(("eval/div_pair/", "eval/div_dpp/", "eval/div_groups/")):
+                name = key.split("/", 2)[2]
+                if name not in names:
+                    names.append(name)
+    return [f"eval/{kind}/{name}" for name in names for kind in ("div_pair", "div_dpp")]
+
+
+def metric_header(key: str) -> str:
+    if key.startswith("eval/div_dpp/"):
+        return f"D^dpp {key.split('/', 2)[2]} (×10⁻³)"
+    if key.startswith("eval/div_pair/"):
+        return f"D^pair {key.split('/', 2)[2]}"
+    return dict((k, h) for h, k in BASE_COLUMNS).get(key, key)
+
+
+def _cell(key: str, value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    if key.startswith("eval/div_dpp/"):
+        return f"{value * DPP_SCALE:.3f}"
+    return f"{value:.4f}" if "div_pair" in key or "success_rate" in key else f"{value:.3f}"
+
+
+@dataclass
+class SweepReport:
+    jobs: list[Job]
+    swept: list[str]
+    metrics: list[str]
+    x_key: str | None
+    y2_key: str | None
+
+    def header(self) -> list[str]:
+        return ["job", *self.swept, "status", "eval iter", *(metric_header(k) for k in self.metrics)]
+
+    def rows(self) -> list[list[str]]:
+        out = []
+        for job in self.jobs:
+            progress = "–" if job.iteration is None else str(job.iteration)
+            if job.iterations and job.iteration is not None:
+                progress += f"/{job.iterations}"
+            out.append([job.name, *(job.overrides.get(k, "–") for k in self.swept), job.status, progress,
+                        *(_cell(k, job.metrics.get(k)) for k in self.metrics)])
+        return out
+
+    def markdown(self) -> str:
+        header, rows = self.header(), self.rows()
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        notes = [f"- {job.name}: {job.status}: {job.note}" for job in self.jobs if job.note]
+        text = "\n".join(lines) + "\n\nFinal eval of each job (latest eval for running or failed jobs). D^dpp in " \
+               "units of 10⁻³; diversity over each eval prompt's successful rollouts.\n"
+        return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"swept": self.swept, "metrics": self.metrics, "x": self.x_key, "diversity_metric": self.y2_key,
+                "jobs": [job.to_json(self.swept) for job in self.jobs]}
+
+
+def _is_number(text: str | None) -> bool:
+    try:
+        return text is not None and math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def choose_x(jobs: list[Job], swept: list[str]) -> str | None:
+    """λ when it was swept, else the first swept key whose every value is a number."""
+    numeric = [k for k in swept if all(_is_number(job.overrides.get(k)) for job in jobs)]
+    for key in numeric:
+        if key.endswith("lambda"):
+            return key
+    return numeric[0] if numeric else None
+
+
+def optimised_diversity_key(jobs: list[Job], available: list[str]) -> str | None:
+    """The diversity metric the runs optimise (TJPO's descriptor and functional), else the first one logged."""
+    for job in jobs:
+        algorithm = job.config.get("algorithm") or {}
+        descriptor = algorithm.get("descriptor")
+        if descriptor:
+            kind = "div_dpp" if algorithm.get("functional") == "determinantal" else "div_pair"
+            key = f"eval/{kind}/{descriptor}"
+            if key in available:
+                return key
+    return available[0] if available else None
+
+
+def build_report(jobs: list[Job], diversity_metric: str | None = None) -> SweepReport:
+    swept = swept_keys(jobs)
+    div = diversity_keys(jobs)
+    base = [key for _, key in BASE_COLUMNS if any(key in job.metrics for job in jobs)]
+    y2 = diversity_metric or optimised_diversity_key(jobs, div)
+    if y2 is not None and not y2.startswith("eval/"):
+        y2 = f"eval/{y2}"
+    if diversity_metric and y2 not in div:
+        raise AgentforgeError(f"sweep-report: --metric {diversity_metric} was not logged by any job; logged diversity "
+                              f"metrics: {', '.join(div) or '(none)'}")
+    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2)
+
+
+# ---- the plot --------------------------------------------------------------------------------------------------
+def plot_report(report: SweepReport, out: Path) -> Path:
+    """Success (left axis) and the diversity metric (right axis) against the swept value; one line per combination
+    of the other swept keys. Jobs without an eval are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs = [j for j in report.jobs if "eval/success_rate" in j.metrics]
+    others = [k for k in report.swept if k != report.x_key]
+    series: dict[str, list[Job]] = {}
+    for job in jobs:
+        label = ", ".join(f"{k}={job.overrides.get(k, '–')}" for k in others)
+        series.setdefault(label, []).append(job)
+    fig, left = plt.subplots(figsize=(7, 4.2))
+    right = left.twinx() if report.y2_key else None
+    labels = [j.name for j in jobs]
+    for i, (label, members) in enumerate(series.items()):
+        if report.x_key:
+            members = sorted(members, key=lambda j: float(j.overrides[report.x_key]))
+            xs = [float(j.overrides[report.x_key]) for j in members]
+        else:
+            xs = [labels.index(j.name) for j in members]
+        color = f"C{i % 10}"
+        suffix = f" ({label})" if label else ""
+        left.plot(xs, [j.metrics["eval/success_rate"] for j in members], "o-", color=color, label=f"success{suffix}")
+        if right is not None:
+            scale = DPP_SCALE if "div_dpp" in report.y2_key else 1.0
+            points = [(x, j.metrics.get(report.y2_key, math.nan) * scale) for x, j in zip(xs, members, strict=True)]
+            points = [(x, y) for x, y in points if math.isfinite(y)]  # no successes: no diversity value, no point
+            right.plot([x for x, _ in points], [y for _, y in points], "s--", color=color, alpha=0.8,
+                       label=f"{metric_header(report.y2_key)}{suffix}")
+    left.set_xlabel(report.x_key or "job")
+    if not report.x_key:
+        left.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    left.set_ylabel("eval success rate")
+    left.set_ylim(-0.02, 1.02)
+    handles, names = left.get_legend_handles_labels()
+    if right is not None:
+        right.set_ylabel(metric_header(report.y2_key))
+        more_handles, more_names = right.get_legend_handles_labels()
+        handles, names = handles + more_handles, names + more_names
+    if handles:
+        left.legend(handles, names, fontsize=8, loc="best")
+    left.set_title("sweep: success (solid) vs diversity (dashed)" if right is not None else "sweep: success")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+# ---- command ---------------------------------------------------------------------------------------------------
+def write_report(report: SweepReport, folder: Path) -> dict[str, Path]:
+    paths = {"md": folder / "sweep_report.md", "json": folder / "sweep_report.json",
+             "png": folder / "sweep_report.png"}
+    paths["md"].write_text(report.markdown())
+    paths["json"].write_text(json.dumps(report.to_json(), indent=2))
+    plot_report(report, paths["png"])
+    return paths
+
+
+def default_output(target: str) -> Path:
+    """The first multirun dir a target names (a job dir's parent)."""
+    first = Path((sorted(glob.glob(str(Path(target).expanduser()))) or [target])[0])
+    return first.parent if is_job_dir(first) else first
+
+
+def sweep_report(targets: list[str], output: str | None = None, metric: str | None = None) -> SweepReport:
+    """Gather the jobs, write sweep_report.{md,json,png} (into `output`, else the first target dir), print it."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    if not console.is_terminal:  # a log file or a pipe: don't squeeze the table into 80 columns
+        console = Console(stderr=True, width=200)
+    job_dirs = find_job_dirs(targets)
+    now = time.time()
+    report = build_report([read_job(p, now) for p in job_dirs], metric)
+    folder = Path(output) if output else default_output(targets[0])
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = write_report(report, folder)
+    table = Table(title=f"sweep: {len(report.jobs)} jobs", caption="D^dpp in units of 10⁻³")
+    for i, name in enumerate(report.header()):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in report.rows():
+        table.add_row(*row)
+    console.print(table)
+    for job in report.jobs:
+        if job.note:
+            console.print(f"[yellow]{job.name}: {job.status}: {job.note}")
+    console.print("\n".join(f"{kind}: {path}" for kind, path in paths.items()))
+    return report
+
+
+def sweep_report_command(args: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="agentforge sweep-report",
+        description="Gather the jobs of `agentforge train ... --multirun` into one table and plot.")
+    parser.add_argument("dirs", nargs="+", help="multirun dir(s) (multirun/train/<time>), job dirs, or globs")
+    parser.add_argument("--output", help="folder for sweep_report.{md,json,png} (default: the first multirun dir)")
+    parser.add_argument("--metric", help="diversity metric on the plot's right axis, e.g. div_pair/location "
+                                         "(default: the one the runs optimise)")
+    options = parser.parse_args(args)
+    sweep_report(options.dirs, options.output, options.metric)
+    return 0

@@ -1,0 +1,118 @@
+"""`agentforge sweep-report` on hand-made job dirs: statuses, swept keys, the table, the plot, bad paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from agentforge.errors import AgentforgeError
+from agentforge.sweep_report import (
+    FAILED_MARKER,
+    STALE_SECONDS,
+    build_report,
+    find_job_dirs,
+    parse_overrides,
+    read_job,
+    sweep_report,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def make_job(root, number, overrides, evals=(), summary=None, failed=None, descriptor="location"):
+    job = root / str(number)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (job / "config.yaml").write_text(f"trainer:\n  iterations: 4\nalgorithm:\n  name: tjpo\n  descriptor: "
+                                     f"{descriptor}\n  functional: pairwise\n")
+    lines = [{"iteration": 1, "train/loss": 0.1}, *({"iteration": i, **e} for i, e in evals)]
+    (job / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    if summary is not None:
+        (job / "summary.json").write_text(json.dumps({"after": summary}))
+    if failed is not None:
+        (job / FAILED_MARKER).write_text(failed + "\n")
+    return job
+
+
+def eval_metrics(success, pair):
+    """NaN is logged as the string "NaN" (tracking.py), as the trainer's metrics.jsonl has it."""
+    return {"eval/success_rate": success, "eval/mean_return": success * 10, "eval/div_pair/location": pair,
+            "eval/div_dpp/location": pair / 100 if isinstance(pair, float) else pair, "eval/div_groups/location": 3.0}
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    root = tmp_path / "multirun"
+    make_job(root, 0, ["recipe=tjpo_alfworld", "algorithm.lambda=0"],
+             [(4, eval_metrics(0.9, 0.08))], summary={"iteration": 4, **eval_metrics(0.9, 0.08)})
+    make_job(root, 1, ["recipe=tjpo_alfworld", "algorithm.lambda=0.5"],
+             [(4, eval_metrics(0.8, 0.13))], summary={"iteration": 4, **eval_metrics(0.8, 0.13)})
+    make_job(root, 2, ["recipe=tjpo_alfworld", "algorithm.lambda=0.3"], [(2, eval_metrics(0.85, 0.1))],
+             failed="EnvWorkerError: the alfworld worker died")
+    make_job(root, 10, ["recipe=tjpo_alfworld", "algorithm.lambda=0.1"], [(2, eval_metrics(0.7, "NaN"))])
+    return root
+
+
+def test_statuses_swept_keys_and_latest_evals(sweep):
+    report = build_report([read_job(p) for p in find_job_dirs([str(sweep)])])
+    assert [j.path.name for j in report.jobs] == ["0", "1", "2", "10"]  # numeric job order
+    assert [j.status for j in report.jobs] == ["finished", "finished", "failed", "running"]
+    assert report.swept == ["algorithm.lambda"] and report.x_key == "algorithm.lambda"
+    assert report.y2_key == "eval/div_pair/location"  # what the runs optimise
+    assert report.jobs[2].iteration == 2 and "worker died" in report.jobs[2].note
+    assert math_nan(report.jobs[3].metrics["eval/div_pair/location"])
+    header = report.header()
+    assert header[:4] == ["job", "algorithm.lambda", "status", "eval iter"]
+    assert "D^dpp location (×10⁻³)" in header
+    rows = report.rows()
+    assert rows[0][1:4] == ["0", "finished", "4/4"] and rows[3][-2] == "–"
+    assert rows[0][header.index("D^dpp location (×10⁻³)")] == "0.800"
+
+
+def math_nan(value):
+    return value != value
+
+
+def test_a_job_without_activity_for_long_is_reported_failed(sweep):
+    job = sweep / "10"
+    old = time.time() - STALE_SECONDS - 60
+    for path in [job, *job.iterdir()]:
+        os.utime(path, (old, old))
+    assert read_job(job).status == "failed" and "no activity" in read_job(job).note
+
+
+def test_report_files_and_plot_are_written(sweep, tmp_path):
+    report = sweep_report([str(sweep)])
+    assert len(report.jobs) == 4
+    assert (sweep / "sweep_report.png").stat().st_size > 10_000
+    data = json.loads((sweep / "sweep_report.json").read_text())
+    assert [j["status"] for j in data["jobs"]] == ["finished", "finished", "failed", "running"]
+    assert data["jobs"][3]["metrics"]["eval/div_pair/location"] is None  # JSON null, not NaN
+    markdown = (sweep / "sweep_report.md").read_text()
+    assert markdown.count("\n| multirun/") == 4
+    # a glob of job dirs and an explicit output folder; --metric picks the plotted diversity metric
+    other = sweep_report([str(sweep / "[01]")], output=str(tmp_path / "out"), metric="div_dpp/location")
+    assert len(other.jobs) == 2 and other.y2_key == "eval/div_dpp/location"
+    assert (tmp_path / "out" / "sweep_report.png").exists()
+
+
+def test_bad_paths_and_metrics_say_what_was_expected(sweep, tmp_path):
+    with pytest.raises(AgentforgeError, match="no Hydra jobs under"):
+        find_job_dirs([str(tmp_path / "multirun" / "0" / ".hydra")])
+    with pytest.raises(AgentforgeError, match="not a directory"):
+        find_job_dirs([str(tmp_path / "nowhere")])
+    with pytest.raises(AgentforgeError, match="logged diversity metrics: eval/div_pair/location"):
+        sweep_report([str(sweep)], metric="div_pair/action_type")
+
+
+def test_overrides_parse_hydra_syntax():
+    assert parse_overrides(["+x.y=1", "~z", "a=b=c"]) == {"x.y": "1", "z": "(deleted)", "a": "b=c"}
+
+
+def test_keys_only_some_gathered_jobs_set_are_not_swept_by_that_alone(sweep, tmp_path):
+    make_job(tmp_path / "other", 0, ["algorithm.lambda=0.7"])
+    jobs = [read_job(p) for p in find_job_dirs([str(sweep), str(tmp_path / "other")])]
+    assert build_report(jobs).swept == ["algorithm.lambda"]
