@@ -50,3 +50,34 @@ def plot_training_curves(
     fig.savefig(out_path, dpi=100)
     plt.close(fig)
     return out_path
+
+
+def plot_runs_side_by_side(
+    runs: dict[str, Path], keys: list[str], out_path: Path, title: str = ""
+) -> Path:
+    """One panel per metric, one line per run (label -> run dir with metrics.jsonl): e.g. TJPO against GiGPO."""
+    columns = min(3, len(keys))
+    rows_n = -(-len(keys) // columns)
+    fig, axes = plt.subplots(rows_n, columns, figsize=(4.7 * columns, 3.5 * rows_n), squeeze=False)
+    for label, run_dir in runs.items():
+        rows = read_metrics(Path(run_dir) / "metrics.jsonl")
+        for ax, key in zip(axes.flat, keys, strict=False):
+            points = [(r["iteration"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o" if key.startswith("eval/") else None, label=label)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        ax.set_title(key)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_path, dpi=110)
+    plt.close(fig)
+    return out_path
