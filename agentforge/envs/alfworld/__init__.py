@@ -1,4 +1,5 @@
-"""ALFWorld on the real text engine (alfworld==0.4.2 + textworld[pddl]); importing registers `alfworld` in `ENVS`.
+"""ALFWorld on the real text engine (alfworld==0.4.2 + textworld[pddl]); importing registers `alfworld` and
+`alfworld_intervention` (the TJPO intervention evaluation: Standard, User Constraints, Disruption) in `ENVS`.
 
 textworld and alfworld are imported only when an env resets a game, so importing this package stays light.
 """
@@ -6,6 +7,7 @@ textworld and alfworld are imported only when an env resets a game, so importing
 from __future__ import annotations
 
 from agentforge.envs.alfworld.env import ACTION_TYPES, AlfWorldEnv, action_type, location_category
+from agentforge.envs.alfworld.interventions import AlfWorldInterventionEnv, intervention_success
 from agentforge.envs.alfworld.task_types import COLUMNS, TASK_TYPES, short_name, success_by_task_type
 
 __all__ = [
@@ -13,7 +15,9 @@ __all__ = [
     "COLUMNS",
     "TASK_TYPES",
     "AlfWorldEnv",
+    "AlfWorldInterventionEnv",
     "action_type",
+    "intervention_success",
     "location_category",
     "short_name",
     "success_by_task_type",
