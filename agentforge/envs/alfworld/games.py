@@ -107,15 +107,19 @@ def bundle_path(split: str, folder: Path = BUNDLED_DIR) -> Path:
     return folder / f"{split}.jsonl.gz"
 
 
-def write_bundle(records: Iterable[GameRecord], path: Path) -> int:
+def write_jsonl_gz(rows: Iterable[dict[str, Any]], path: Path) -> int:
+    """Gzipped JSON lines with sorted keys and mtime 0: the same rows always give the same bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    # mtime=0: the same games give the same bytes (a reproducible bundle).
     with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-        for record in records:
-            gz.write((json.dumps(record.to_bundle_json(), sort_keys=True) + "\n").encode())
+        for row in rows:
+            gz.write((json.dumps(row, sort_keys=True) + "\n").encode())
             count += 1
     return count
+
+
+def write_bundle(records: Iterable[GameRecord], path: Path) -> int:
+    return write_jsonl_gz((record.to_bundle_json() for record in records), path)
 
 
 @cache

@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from agentforge.envs.alfworld.env import location_category
-from agentforge.envs.alfworld.games import BUNDLED_DIR, GameRecord
+from agentforge.envs.alfworld.games import BUNDLED_DIR, GameRecord, write_jsonl_gz
 from agentforge.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -95,14 +95,7 @@ def cases_path(cases: str) -> Path:
 
 
 def write_cases(cases: Iterable[InterventionCase], path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    # mtime=0: the same cases give the same bytes.
-    with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-        for case in cases:
-            gz.write((json.dumps(case.to_json(), sort_keys=True) + "\n").encode())
-            count += 1
-    return count
+    return write_jsonl_gz((case.to_json() for case in cases), path)
 
 
 @cache
