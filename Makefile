@@ -25,6 +25,7 @@ lint: setup
 bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/advantages.py
+	$(BIN)/python benchmarks/tjpo_credit.py
 	$(BIN)/python benchmarks/rollout.py
 	$(BIN)/python benchmarks/train_step.py
 	$(BIN)/python benchmarks/learner_step.py

@@ -96,7 +96,7 @@ class TJPO(GiGPO):
             credits.append(credit)
             spread[g] = pairwise_diversity(vectors)
             for trajectory, vector, value in zip(group.trajectories, vectors, credit, strict=True):
-                trajectory.meta["descriptor"] = {self.descriptor.name: [round(float(x), 6) for x in vector]}
+                trajectory.meta["descriptor"] = {self.descriptor.name: vector.round(6).tolist()}
                 trajectory.meta["diversity_credit"] = float(value)
         self._per_group = credits
         flat = np.concatenate(credits) if credits else np.zeros(0)

@@ -103,6 +103,16 @@ def test_two_distinct_trajectories_get_equal_determinantal_credit():
     np.testing.assert_array_equal(group_credit(np.array([E1, E2]), "determinantal"), [0.0, 0.0])
 
 
+def test_determinantal_credit_equals_explicit_minor_determinants_on_random_groups():
+    rng = np.random.default_rng(1)
+    for size in (2, 3, 5, 8):
+        vectors = rng.dirichlet(np.ones(4), size=size)
+        gram = np.exp(-((vectors[:, None] - vectors[None]) ** 2).sum(-1) / (2 * 0.3**2)) + ETA * np.eye(size)
+        minors = [np.linalg.det(np.delete(np.delete(gram, i, 0), i, 1)) for i in range(size)]
+        raw = np.linalg.det(gram) / np.array(minors)
+        np.testing.assert_allclose(determinantal_credit(vectors, sigma=0.3), raw / raw.max(), rtol=1e-8)
+
+
 def test_determinant_below_the_floor_falls_back_to_mean_kernel_distance():
     # four copies of e1 and one e2: det L ~ η³ < 1e-10 -> c_i = mean_{j≠i}(1 − K_ij), then max-scaled
     vectors = np.array([E1, E1, E1, E1, E2])
