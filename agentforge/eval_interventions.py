@@ -36,10 +36,10 @@ def check_intervention_env(env_name: str, cases: str) -> int:
 
 
 def intervention_template(env_name: str) -> Any:
-    """The intervention env's prompt template: its own if registered, else ALFWorld's (same observations)."""
-    from agentforge.agent.prompts import PROMPTS, prompt_for
+    """The intervention env's prompt template (registered as ALFWorld's: the observations are ALFWorld's own)."""
+    from agentforge.agent.prompts import prompt_for
 
-    return prompt_for(env_name if env_name in PROMPTS else "alfworld")
+    return prompt_for(env_name)
 
 
 def intervention_env_options(condition: str, cases: str, max_steps: int) -> dict[str, Any]:

@@ -83,3 +83,6 @@ ALFWORLD = PROMPTS.register("alfworld")(
         ],
     )
 )
+
+# The intervention env shows ALFWorld's own text (plus a constraint or an unavailability notice): the same prompt.
+PROMPTS.register("alfworld_intervention")(ALFWORLD)
