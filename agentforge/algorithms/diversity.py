@@ -50,7 +50,9 @@ def determinantal_credit(
 
     Fallbacks: when det(L) ≤ floor (near-duplicate descriptors; with σ = 10 and simplex vectors every K_ij ≥ e^−0.01,
     so this is common for large groups) c_i = mean_{j≠i} (1 − K_ij); when only det(L_{−i}) ≤ floor, c_i = 1
-    (τ_i alone restores a volume the others lack). Max-scaling is skipped when the maximum is 0.
+    (τ_i alone restores a volume the others lack). Since det(L) = det(L_{−i})·(Schur complement ≤ 1 + η), the second
+    fallback only fires when det(L) lies in (floor, (1 + η)·floor]: a numerical guard kept because the rule says so.
+    Max-scaling is skipped when the maximum is 0.
     """
     n = len(vectors)
     if n == 0:
