@@ -46,21 +46,38 @@ class PromptTemplate:
         intro: str | None = None,
     ) -> list[dict[str, str]]:
         """`intro` is the episode's first observation (templates whose task is stated only there use it)."""
-        first_index = step - len(history)
+        turn = self.prepare(observation, history, intro)
+        first_index = step - len(turn.history)
         rendered = "\n".join(
             self.history_item.format(index=first_index + i, observation=h.observation, action=h.action)
-            for i, h in enumerate(history)
+            for i, h in enumerate(turn.history)
         )
         user = self.turn.format(
-            observation=observation.text,
+            observation=turn.observation.text,
             history=rendered or self.no_history,
-            history_length=len(history),
+            history_length=len(turn.history),
             step=step,
             steps_taken=step - 1,
-            admissible=", ".join(observation.admissible or []),
+            admissible=", ".join(turn.observation.admissible or []),
+            **turn.fields,
         )
         shots = list(self.few_shot) if use_few_shot else []
-        return [{"role": "system", "content": self.system}, *shots, {"role": "user", "content": user}]
+        return [{"role": "system", "content": self.system}, *shots, {"role": "user", "content": turn.prefix + user}]
+
+    def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
+        """The one hook an env family's template overrides: adapt what is shown, add `turn` fields or a prefix."""
+        return PreparedTurn(observation, history)
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """What a template renders for one turn: the (adapted) observation and history, extra `turn` placeholders, and
+    text put before the user message."""
+
+    observation: Observation
+    history: list[HistoryEntry]
+    fields: dict[str, str] = field(default_factory=dict)
+    prefix: str = ""
 
 
 PROMPTS: Registry[PromptTemplate] = Registry("prompt template")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
 from agentforge.types import Observation
 
 TASK_MARKER = "Your task is to: "
@@ -34,20 +34,10 @@ def clean_observation(text: str) -> str:
 class AlfWorldTemplate(PromptTemplate):
     """`turn` may use `{task}` besides the base placeholders."""
 
-    def messages(
-        self,
-        observation: Observation,
-        history: list[HistoryEntry],
-        step: int,
-        use_few_shot: bool = False,
-        intro: str | None = None,
-    ) -> list[dict[str, str]]:
+    def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         task = find_task(intro, observation.text, *(h.observation for h in history)) or UNKNOWN_TASK
-        task = task.replace("{", "{{").replace("}", "}}")
-        shown = replace(observation, text=clean_observation(observation.text))
         entries = [HistoryEntry(clean_observation(h.observation), h.action) for h in history]
-        filled = replace(self, turn=self.turn.replace("{task}", task))
-        return PromptTemplate.messages(filled, shown, entries, step, use_few_shot)
+        return PreparedTurn(replace(observation, text=clean_observation(observation.text)), entries, {"task": task})
 
 
 ALFWORLD = PROMPTS.register("alfworld")(

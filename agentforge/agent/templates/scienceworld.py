@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
 from agentforge.envs.scienceworld.text import split_task
 from agentforge.types import Observation
 
@@ -28,21 +28,11 @@ class TaskHeaderTemplate(PromptTemplate):
 
     task_header: str = "Your task: {task}\n\n"
 
-    def messages(
-        self,
-        observation: Observation,
-        history: list[HistoryEntry],
-        step: int,
-        use_few_shot: bool = False,
-        intro: str | None = None,
-    ) -> list[dict[str, str]]:
+    def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         task, current = split_task(observation.text)
         shortened = [HistoryEntry(split_task(h.observation)[1], h.action) for h in history]
-        messages = super().messages(replace(observation, text=current), shortened, step, use_few_shot, intro)
-        if task is not None:
-            last = messages[-1]
-            messages[-1] = {**last, "content": self.task_header.format(task=task) + last["content"]}
-        return messages
+        prefix = self.task_header.format(task=task) if task is not None else ""
+        return PreparedTurn(replace(observation, text=current), shortened, prefix=prefix)
 
 
 SCIENCEWORLD = PROMPTS.register("scienceworld")(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
 from agentforge.types import Observation
 
 SEARCH_ACTION_HINT = "search[<your query>]"
@@ -17,17 +17,10 @@ class FreeTextActionTemplate(PromptTemplate):
 
     free_text_hint: str = SEARCH_ACTION_HINT
 
-    def messages(
-        self,
-        observation: Observation,
-        history: list[HistoryEntry],
-        step: int,
-        use_few_shot: bool = False,
-        intro: str | None = None,
-    ) -> list[dict[str, str]]:
+    def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         if observation.admissible is None:
             observation = replace(observation, admissible=[self.free_text_hint])
-        return super().messages(observation, history, step, use_few_shot, intro)
+        return PreparedTurn(observation, history)
 
 
 WEBSHOP = PROMPTS.register("webshop")(
