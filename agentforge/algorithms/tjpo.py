@@ -70,19 +70,19 @@ class TJPO(GiGPO):
     def advantages(self, groups: Sequence[Group]) -> np.ndarray:
         batch = TurnBatch.from_groups(groups)
         base = self.compute(batch)
-        credit, spread = self.trajectory_credits(groups)
+        credit, spread, zero_groups = self.trajectory_credits(groups)
         advantages = base + float(self.config.lambda_) * credit[batch.traj_id]
         self.last_metrics.update({
             "adv_mean": float(advantages.mean()) if advantages.size else 0.0,
             "diversity_credit_abs_mean": float(np.abs(credit).mean()) if credit.size else 0.0,
             f"div_pair/{self.descriptor.name}": float(np.nanmean(spread)) if np.isfinite(spread).any() else 0.0,
-            "diversity_zero_credit_groups": float(np.mean([not np.any(c) for c in self._per_group])) if groups
-            else 0.0,
+            "diversity_zero_credit_groups": zero_groups,
         })
         return advantages
 
-    def trajectory_credits(self, groups: Sequence[Group]) -> tuple[np.ndarray, np.ndarray]:
-        """ĉ per trajectory (flat, in group order) and each group's D^pair over all its rollouts (a training metric).
+    def trajectory_credits(self, groups: Sequence[Group]) -> tuple[np.ndarray, np.ndarray, float]:
+        """ĉ per trajectory (flat, in group order), each group's D^pair over all its rollouts, and the fraction of
+        groups whose credit is all zero (training metrics).
 
         Also records each trajectory's descriptor and credit in `Trajectory.meta` so samples.jsonl shows them.
         """
@@ -98,6 +98,6 @@ class TJPO(GiGPO):
             for trajectory, vector, value in zip(group.trajectories, vectors, credit, strict=True):
                 trajectory.meta["descriptor"] = {self.descriptor.name: vector.round(6).tolist()}
                 trajectory.meta["diversity_credit"] = float(value)
-        self._per_group = credits
         flat = np.concatenate(credits) if credits else np.zeros(0)
-        return flat, spread
+        zero_groups = float(np.mean([not np.any(c) for c in credits])) if credits else 0.0
+        return flat, spread, zero_groups
