@@ -1,0 +1,100 @@
+"""Nothing changes for today's recipes: one training iteration of GRPO, GiGPO and TJPO on the tiny model with a
+fixed seed must reproduce what the code produced before the rollout-workflow seam was built (the recorded
+trajectories' token ids and log-probs, the advantages and the loss).
+
+The record was made with `python tests/integration/test_recipe_regression.py --record` on the commit before the
+seam (d90f9a4). Every dtype is pinned to float32, so the record does not depend on the CPU's bf16 support.
+Tolerances: token ids exactly; engine log-probs 2e-3 absolute and advantages 1e-5 (float32 kernels differ slightly
+between CPU kinds, AVX2 vs AVX-512); the loss 1e-3 relative (it sums many such terms).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+RECORD = Path(__file__).resolve().parents[1] / "data" / "recipe_regression.json.gz"
+ALGORITHMS = ("grpo", "gigpo", "tjpo")
+
+
+def overrides(algorithm: str) -> list[str]:
+    extra = ["algorithm.descriptor=direction_transition"] if algorithm == "tjpo" else []
+    return [
+        "recipe=debug", "command=train", f"algorithm={algorithm}", *extra, "logger.wandb=false",
+        "env_pool.kind=local", "seed=0", "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32",
+        "env.dim_room=[6,6]", "env.max_steps=4", "agent.max_turns=3", "agent.sampling.max_new_tokens=24",
+        "agent.history_length=0", "trainer.iterations=1", "trainer.tasks_per_iteration=2", "trainer.group_size=4",
+        "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=0",
+        "trainer.warm_start=true", "sft.num_tasks=16", "sft.epochs=6", "sft.batch_size=16", "sft.lr=3e-2",
+        "learner.lr=1e-3",
+    ]
+
+
+def run_one_iteration(algorithm: str, run_dir: Path) -> dict:
+    """Train one iteration; return its trajectories (token ids, log-probs), advantages and loss."""
+    from agentforge.config import compose_config
+    from agentforge.trainer import Trainer
+
+    trainer = Trainer(compose_config(overrides(algorithm), run_dir=str(run_dir)))
+    captured: dict = {}
+    compute = trainer.algorithm.advantages
+
+    def advantages(groups):
+        out = compute(groups)
+        captured["trajectories"] = [
+            {"won": t.won, "turns": [{"prompt_ids": list(map(int, turn.prompt_ids)),
+                                      "response_ids": list(map(int, turn.response_ids)),
+                                      "logprobs": [round(float(x), 5) for x in turn.logprobs],
+                                      "reward": float(turn.reward)} for turn in t.turns]}
+            for g in groups for t in g.trajectories
+        ]
+        captured["advantages"] = [float(a) for a in out]
+        return out
+
+    trainer.algorithm.advantages = advantages
+    trainer.fit()
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    captured["loss"] = next(r["train/loss"] for r in rows if r["iteration"] == 1)
+    return captured
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_one_iteration_matches_the_record(algorithm, tmp_path):
+    expected = json.loads(gzip.decompress(RECORD.read_bytes()))[algorithm]
+    got = run_one_iteration(algorithm, tmp_path / "run")
+    assert len(got["trajectories"]) == len(expected["trajectories"])
+    for i, (a, b) in enumerate(zip(got["trajectories"], expected["trajectories"], strict=True)):
+        assert a["won"] == b["won"], i
+        assert len(a["turns"]) == len(b["turns"]), i
+        for ta, tb in zip(a["turns"], b["turns"], strict=True):
+            assert ta["prompt_ids"] == tb["prompt_ids"], i
+            assert ta["response_ids"] == tb["response_ids"], i
+            assert ta["logprobs"] == pytest.approx(tb["logprobs"], abs=2e-3), i
+            assert ta["reward"] == pytest.approx(tb["reward"], abs=1e-9), i
+    assert got["advantages"] == pytest.approx(expected["advantages"], abs=1e-5)
+    assert got["loss"] == pytest.approx(expected["loss"], rel=1e-3, abs=1e-6)
+
+
+def record() -> None:
+    import tempfile
+
+    import torch
+
+    data: dict = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    for algorithm in ALGORITHMS:
+        data[algorithm] = run_one_iteration(algorithm, Path(tempfile.mkdtemp()) / "run")
+        adv = data[algorithm]["advantages"]
+        print(algorithm, "turns", len(adv), "nonzero advantages", sum(abs(a) > 1e-9 for a in adv),
+              "loss", data[algorithm]["loss"])
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    RECORD.write_bytes(gzip.compress(json.dumps(data).encode(), mtime=0))
+    print("wrote", RECORD)
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    record()
