@@ -8,7 +8,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentforge.agent.loop import AgentConfig, AgentLoop
 from agentforge.agent.prompts import prompt_for
 from agentforge.engines import make_engine
 from agentforge.engines.base import RolloutEngine
@@ -16,6 +15,7 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool, make_pool
 from agentforge.errors import ConfigError
 from agentforge.models.loading import ModelSpec, resolve_model
+from agentforge.rollout.multi_turn import AgentConfig, AgentLoop
 from agentforge.types import SamplingConfig
 
 

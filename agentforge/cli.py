@@ -14,6 +14,7 @@ from collections.abc import Callable
 import hydra
 from omegaconf import DictConfig
 
+from agentforge.config import recipe_file_override, register_recipes
 from agentforge.errors import AgentforgeError
 
 USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
@@ -43,25 +44,25 @@ examples:
 
 
 def _run_rollout(cfg: DictConfig) -> None:
-    from agentforge.rollout import run_rollout
+    from agentforge.rollout.command import run_rollout
 
     run_rollout(cfg)
 
 
 def _run_train(cfg: DictConfig) -> None:
-    from agentforge.trainer import run_train
+    from agentforge.training.trainer import run_train
 
     run_train(cfg)
 
 
 def _run_eval(cfg: DictConfig) -> None:
-    from agentforge.evaluate import run_eval
+    from agentforge.evaluation.evaluate import run_eval
 
     run_eval(cfg)
 
 
 def _run_sft(cfg: DictConfig) -> None:
-    from agentforge.sft import run_sft
+    from agentforge.training.sft import run_sft
 
     run_sft(cfg)
 
@@ -72,7 +73,7 @@ HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
 PLAIN_COMMANDS = ("envs", "sweep-report")
 
 
-@hydra.main(config_path="conf", config_name="config", version_base=None)
+@hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
 def hydra_app(cfg: DictConfig) -> None:
     try:
         HYDRA_COMMANDS[cfg.command](cfg)
@@ -99,7 +100,7 @@ def mark_failed(cfg: DictConfig, error: BaseException) -> None:
     a running one."""
     from pathlib import Path
 
-    from agentforge.sweep_report import FAILED_MARKER
+    from agentforge.evaluation.sweep_report import FAILED_MARKER
 
     with contextlib.suppress(Exception):  # best effort: never hide the real error
         run_dir = Path(str(cfg.run_dir))
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if command == "envs":
             return envs_command(rest)
         if command == "sweep-report":
-            from agentforge.sweep_report import sweep_report_command
+            from agentforge.evaluation.sweep_report import sweep_report_command
 
             return sweep_report_command(rest)
         if command not in HYDRA_COMMANDS:
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
             return 2
         flags, overrides = split_hydra_args(rest)
+        overrides, recipe_files = recipe_file_override(overrides)
+        register_recipes(recipe_files)
         sys.argv = [f"agentforge {command}", *flags, f"command={command}", *overrides]
         hydra_app()
     except AgentforgeError as error:

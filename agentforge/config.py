@@ -1,17 +1,90 @@
-"""Compose agentforge's Hydra config outside the CLI (tests, benchmarks, notebooks)."""
+"""Compose agentforge's Hydra config, and find the recipes it can use.
+
+The config groups live in the top-level `conf/` (packaged as `agentforge.conf`). Recipes live in the top-level
+`recipes/` (packaged as `agentforge.recipes`), in any folder named by `$AGENTFORGE_RECIPES` (folders separated by
+`os.pathsep`), or in a single file given as `recipe=path/to/my_recipe.yaml`. Every recipe is registered in Hydra's
+ConfigStore as an option of the `recipe` group, so `recipe=<file stem>` works from any of them and one recipe may
+extend another by name (`defaults: [gigpo_sokoban, _self_]`). A recipe always configures the whole config
+(`# @package _global_`, written or not). A user's recipe with a bundled recipe's name replaces it.
+"""
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Iterable
+from pathlib import Path
 
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig, open_dict
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from agentforge.errors import ConfigError
+
+CONFIG_MODULE = "agentforge.conf"
+RECIPES_ENV = "AGENTFORGE_RECIPES"
+
+
+def bundled_recipe_dir() -> Path:
+    import agentforge.recipes
+
+    return Path(agentforge.recipes.__file__).parent
+
+
+def recipe_dirs() -> list[Path]:
+    """Where recipes are looked for, in order (a later folder's recipe replaces an earlier one of the same name)."""
+    extra = [Path(p).expanduser() for p in os.environ.get(RECIPES_ENV, "").split(os.pathsep) if p.strip()]
+    missing = [str(p) for p in extra if not p.is_dir()]
+    if missing:
+        raise ConfigError(f"${RECIPES_ENV} names {', '.join(missing)}, which is not a folder; point it at folders "
+                          f"of recipe .yaml files (separated by {os.pathsep!r})")
+    return [bundled_recipe_dir(), *extra]
+
+
+def available_recipes() -> dict[str, Path]:
+    """Recipe name -> file, over every recipe folder."""
+    found: dict[str, Path] = {}
+    for folder in recipe_dirs():
+        for path in sorted(folder.glob("*.yaml")):
+            found[path.stem] = path
+    return found
+
+
+def register_recipes(files: Iterable[Path] = ()) -> dict[str, Path]:
+    """Put every recipe (and the extra `files`) into Hydra's ConfigStore under the `recipe` group."""
+    recipes = available_recipes()
+    recipes.update({Path(f).stem: Path(f) for f in files})
+    store = ConfigStore.instance()
+    for name, path in recipes.items():
+        try:
+            node = OmegaConf.load(path)
+        except Exception as error:
+            raise ConfigError(f"recipe {path} is not valid YAML: {error}") from error
+        store.store(group="recipe", name=name, node=node, package="_global_", provider="agentforge")
+    return recipes
+
+
+def recipe_file_override(overrides: list[str]) -> tuple[list[str], list[Path]]:
+    """`recipe=path/to/file.yaml` -> `recipe=file` plus the file to register (a recipe outside any recipe folder)."""
+    out, files = [], []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.lstrip("+~") == "recipe" and value.endswith((".yaml", ".yml")):
+            path = Path(value).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"recipe file {value} does not exist; give an existing .yaml file or a recipe name")
+            files.append(path.resolve())
+            item = f"{key}={path.stem}"
+        out.append(item)
+    return out, files
 
 
 def compose_config(overrides: list[str] | None = None, run_dir: str | None = None) -> DictConfig:
     """The same config `agentforge <command> <overrides>` would run with; `run_dir` replaces Hydra's output dir."""
-    with initialize_config_module(config_module="agentforge.conf", version_base=None):
-        cfg = compose(config_name="config", overrides=list(overrides or []))
+    overrides, files = recipe_file_override(list(overrides or []))
+    register_recipes(files)
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
+        cfg = compose(config_name="config", overrides=overrides)
     with open_dict(cfg):
         cfg.run_dir = run_dir or tempfile.mkdtemp(prefix="agentforge-")
     return cfg

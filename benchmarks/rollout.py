@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool
 from agentforge.config import compose_config
-from agentforge.metrics import rollout_summary
+from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import TaskSampler
 
 RESULTS = Path(__file__).parent / "results"

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from agentforge.config import compose_config
-from agentforge.trainer import Trainer
+from agentforge.training.trainer import Trainer
 
 RESULTS = Path(__file__).parent / "results"
 

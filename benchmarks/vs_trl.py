@@ -96,7 +96,7 @@ def run_trl(mode: str, steps: int) -> list[float]:
 
 def run_agentforge(mode: str, steps: int) -> list[float]:
     from agentforge.config import compose_config
-    from agentforge.trainer import Trainer
+    from agentforge.training.trainer import Trainer
 
     run_dir = Path(tempfile.mkdtemp())
     bf16 = mode == "bf16-lora"

@@ -7,7 +7,7 @@
 A game qualifies when its target can be fetched from two source categories (not the goal's, not the processing
 tool's); the package's planner finds a plan through each with the other instances made unpickupable, and both
 directions are replayed in the real game: original, User Constraints, Disruption, and after one rejected access
-(agentforge/envs/alfworld/intervention_cases.py lists every check). Planner results are cached (--cache), so a rerun
+(agentforge/envs/alfworld/intervention_builder.py lists every check). Planner results are cached (--cache), so a rerun
 takes seconds; the planner runs in a child process limited to --cpu-limit CPU seconds per call.
 Run from the repo root with the venv's python (ALFWorld installed by scripts/install_alfworld.sh).
 """
@@ -23,13 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agentforge.envs.alfworld.games import ALFWORLD_SPLITS, GameSet  # noqa: E402
-from agentforge.envs.alfworld.intervention_cases import (  # noqa: E402
-    BUNDLED_CASES,
-    MAX_LENGTH_GAP,
-    PlanCache,
-    build_cases,
-    write_cases,
-)
+from agentforge.envs.alfworld.intervention_builder import MAX_LENGTH_GAP, PlanCache, build_cases  # noqa: E402
+from agentforge.envs.alfworld.intervention_cases import BUNDLED_CASES, write_cases  # noqa: E402
 from agentforge.envs.alfworld.task_types import short_name  # noqa: E402
 
 DEFAULT_TASKS = 15  # the paper's suite size (30 cases); bundled valid_unseen has 23 qualifying tasks

@@ -2,13 +2,13 @@
 
 import pytest
 
-from agentforge.agent.loop import AgentConfig, AgentLoop
 from agentforge.agent.prompts import prompt_for
 from agentforge.builders import build_engine, build_model_spec
 from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import LocalEnvPool, RayEnvPool
-from agentforge.metrics import rollout_summary
+from agentforge.rollout.metrics import rollout_summary
+from agentforge.rollout.multi_turn import AgentConfig, AgentLoop
 from agentforge.tasks import TaskSampler
 from agentforge.types import SamplingConfig
 

@@ -26,7 +26,8 @@ from agentforge.envs.alfworld.games import (  # noqa: E402
 )
 from agentforge.envs.alfworld.generator import game_spec, solve_with_limit, write_game_folder  # noqa: E402
 from agentforge.envs.alfworld.scenes import UNSEEN_FLOOR_PLANS  # noqa: E402
-from agentforge.envs.alfworld.task_types import TASK_TYPES, success_by_task_type  # noqa: E402
+from agentforge.envs.alfworld.success import success_by_task_type  # noqa: E402
+from agentforge.envs.alfworld.task_types import TASK_TYPES  # noqa: E402
 from agentforge.envs.base import make_env  # noqa: E402
 from agentforge.errors import ConfigError  # noqa: E402
 from agentforge.tasks import SPLIT_SEED_BASE  # noqa: E402

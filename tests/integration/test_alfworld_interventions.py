@@ -15,13 +15,8 @@ pytest.importorskip("alfworld")
 
 from agentforge.agent.templates.alfworld import find_task  # noqa: E402
 from agentforge.envs.alfworld.env import location_category  # noqa: E402
-from agentforge.envs.alfworld.intervention_cases import (  # noqa: E402
-    BUNDLED_CASES,
-    load_cases,
-    num_cases,
-    replay,
-    verify_case,
-)
+from agentforge.envs.alfworld.intervention_builder import replay, verify_case  # noqa: E402
+from agentforge.envs.alfworld.intervention_cases import BUNDLED_CASES, load_cases, num_cases  # noqa: E402
 from agentforge.envs.alfworld.interventions import (  # noqa: E402
     CONDITIONS,
     blocked_location,
@@ -37,7 +32,7 @@ from agentforge.types import Task, Trajectory, Turn  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-CONF = Path(__file__).resolve().parents[2] / "agentforge" / "conf" / "env" / "alfworld_intervention.yaml"
+CONF = Path(__file__).resolve().parents[2] / "conf" / "env" / "alfworld_intervention.yaml"
 
 
 @pytest.fixture(scope="module")

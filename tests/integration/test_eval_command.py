@@ -13,8 +13,8 @@ from test_sweep_report import TINY_TRAIN, run_cli, tiny_sweep
 
 from agentforge.config import compose_config
 from agentforge.errors import ConfigError
-from agentforge.evaluate import run_eval
-from agentforge.trainer import iteration_seed
+from agentforge.evaluation.evaluate import run_eval
+from agentforge.training.trainer import iteration_seed
 
 pytestmark = pytest.mark.integration
 
@@ -108,9 +108,9 @@ def test_bad_input_fails_before_start_up_with_a_clear_error(run, tmp_path):
 
 def test_a_lora_checkpoint_loads_as_the_learners_merged_export(tiny_model_dir, tmp_path):
     """LoRA checkpoints hold only the adapter: eval merges it onto the recorded base exactly as the learner exports."""
-    from agentforge.checkpoint import CheckpointManager
-    from agentforge.eval_checkpoint import load_checkpoint_weights, resolve_checkpoint
+    from agentforge.evaluation.checkpoint_source import load_checkpoint_weights, resolve_checkpoint
     from agentforge.learner import Learner, LearnerConfig
+    from agentforge.training.checkpoint import CheckpointManager
 
     config = LearnerConfig.from_mapping({"lr": 1e-3, "lora": {"enabled": True}})
     with Learner(str(tiny_model_dir), config, in_process=True) as learner:

@@ -15,7 +15,7 @@ from agentforge.agent.prompts import PROMPTS, PromptTemplate
 from agentforge.config import compose_config
 from agentforge.envs.base import ENVS
 from agentforge.models.loading import load_tokenizer, resolve_model
-from agentforge.trainer import Trainer
+from agentforge.training.trainer import Trainer
 from agentforge.types import Observation, StepResult, Task
 
 pytestmark = pytest.mark.integration

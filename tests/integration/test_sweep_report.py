@@ -71,7 +71,7 @@ def test_sweep_report_tables_and_plots_a_real_lambda_sweep(sweep, tmp_path):
 
 
 def test_a_failed_job_beside_the_real_ones_is_reported_not_fatal(sweep, tmp_path):
-    from agentforge.sweep_report import sweep_report
+    from agentforge.evaluation.sweep_report import sweep_report
 
     broken = tmp_path / "broken"
     (broken / ".hydra").mkdir(parents=True)

@@ -91,7 +91,7 @@ def test_tjpo_alfworld_recipe_trains_one_iteration_on_the_tiny_model(tmp_path):
     import json
 
     from agentforge.config import compose_config
-    from agentforge.trainer import Trainer
+    from agentforge.training.trainer import Trainer
 
     cfg = compose_config([
         "recipe=tjpo_alfworld", "command=train", "model=tiny", "engine=hf", "model.dtype=float32",

@@ -7,7 +7,7 @@ import pytest
 
 from agentforge.config import compose_config
 from agentforge.errors import ConfigError
-from agentforge.trainer import Trainer
+from agentforge.training.trainer import Trainer
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ def test_resume_true_without_runs_says_what_to_do(tmp_path):
 
 def test_sft_writes_a_model_that_init_from_loads(tmp_path):
     from agentforge.builders import build_model_spec
-    from agentforge.sft import run_sft
+    from agentforge.training.sft import run_sft
 
     cfg = compose_config(["recipe=debug", "command=sft", "logger.wandb=false", "sft.num_tasks=4", "sft.epochs=3",
                           "sft.batch_size=4", "sft.lr=1e-2", "agent.max_turns=8"], run_dir=str(tmp_path / "sft"))

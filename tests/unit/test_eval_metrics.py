@@ -8,11 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from agentforge.agent.loop import RolloutStats
 from agentforge.errors import ConfigError
-from agentforge.eval_checkpoint import resolve_checkpoint
-from agentforge.eval_report import eval_markdown, eval_table, finite_or_none
-from agentforge.evaluate import EvalSettings, baseline_sampling, resolve_descriptors, row_metrics
+from agentforge.evaluation.checkpoint_source import resolve_checkpoint
+from agentforge.evaluation.evaluator import resolve_descriptors, row_metrics
+from agentforge.evaluation.report import eval_markdown, eval_table, finite_or_none
+from agentforge.evaluation.settings import EvalSettings, baseline_sampling
+from agentforge.rollout.multi_turn import RolloutStats
 from agentforge.types import Group, SamplingConfig, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -135,7 +136,7 @@ def test_checkpoint_paths_resolve_or_say_what_was_expected(tmp_path):
 
 
 def test_intervention_summary_counts_compliant_wins_per_condition():
-    from agentforge.eval_interventions import condition_summary
+    from agentforge.evaluation.interventions import condition_summary
 
     task = Task("alfworld_intervention", 0, "test")
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agentforge.errors import AgentforgeError
-from agentforge.sweep_report import (
+from agentforge.evaluation.sweep_report import (
     FAILED_MARKER,
     STALE_SECONDS,
     build_report,

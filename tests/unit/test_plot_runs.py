@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentforge.plotting import plot_runs_side_by_side
+from agentforge.tracking.plotting import plot_runs_side_by_side
 
 pytestmark = pytest.mark.unit
 

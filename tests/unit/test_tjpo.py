@@ -344,8 +344,8 @@ def test_bad_tjpo_options_are_rejected(options, message):
 ])
 def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
     from agentforge.config import compose_config
-    from agentforge.train_config import validate_train_config
-    from agentforge.trainer import eval_descriptor_names
+    from agentforge.training.config import validate_train_config
+    from agentforge.training.trainer import eval_descriptor_names
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
     validate_train_config(cfg)

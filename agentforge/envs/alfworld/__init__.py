@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from agentforge.envs.alfworld.env import ACTION_TYPES, AlfWorldEnv, action_type, location_category
 from agentforge.envs.alfworld.interventions import AlfWorldInterventionEnv, intervention_success
-from agentforge.envs.alfworld.task_types import COLUMNS, TASK_TYPES, short_name, success_by_task_type
+from agentforge.envs.alfworld.success import success_by_task_type
+from agentforge.envs.alfworld.task_types import COLUMNS, TASK_TYPES, short_name
 
 __all__ = [
     "ACTION_TYPES",

@@ -22,17 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentforge.envs.alfworld.env import AlfWorldEnv, action_type
 from agentforge.envs.alfworld.games import GameRecord, GameSet
+from agentforge.envs.alfworld.intervention_cases import InterventionCase, load_cases
 from agentforge.envs.base import ENVS
 from agentforge.errors import ConfigError
 from agentforge.tasks import SPLIT_SEED_BASE
 from agentforge.types import Observation, StepResult, Task, Trajectory
-
-if TYPE_CHECKING:
-    from agentforge.envs.alfworld.intervention_cases import InterventionCase
 
 CONDITIONS: tuple[str, ...] = ("standard", "user_constraint", "disruption")
 REPLACEMENT_ACTION = "look"
@@ -174,8 +172,6 @@ class AlfWorldInterventionEnv:
 
     def __init__(self, condition: str = "standard", cases: str | Sequence[InterventionCase] = "bundled",
                  max_steps: int = 50, data_source: str | None = None) -> None:
-        from agentforge.envs.alfworld.intervention_cases import load_cases
-
         self.condition = check_condition(str(condition))
         self.cases = load_cases(cases if not isinstance(cases, Path) else str(cases))
         self.data_source = str(data_source) if data_source else None

@@ -106,7 +106,7 @@ def intervention_table(interventions: dict[str, Any]) -> Table:
 def write_eval_outputs(folder: Path, report: dict[str, Any], groups: list[Group],
                        intervention_groups: dict[str, list[Group]] | None = None) -> dict[str, Path]:
     """eval.json, eval.md, the main row's trajectories.jsonl and, with interventions, trajectories_<condition>.jsonl."""
-    from agentforge.rollout import write_trajectories
+    from agentforge.rollout.command import write_trajectories
 
     paths = {"eval.json": folder / "eval.json", "eval.md": folder / "eval.md",
              "trajectories": folder / "trajectories.jsonl"}

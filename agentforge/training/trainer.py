@@ -17,23 +17,23 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from agentforge.agent.loop import AgentLoop
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, plain, prepare_run_dir
-from agentforge.checkpoint import Checkpoint, CheckpointManager, set_rng_state
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
 from agentforge.learner.memory import check_memory_fit
-from agentforge.metrics import diversity_summary, rollout_summary
-from agentforge.plotting import plot_training_curves
-from agentforge.progress import TrainProgress, console
+from agentforge.rollout.metrics import diversity_summary, rollout_summary
+from agentforge.rollout.multi_turn import AgentLoop
 from agentforge.tasks import TaskSampler
-from agentforge.tracking import RunTracker
-from agentforge.train_config import resolve_resume_dir, validate_train_config
+from agentforge.tracking.plotting import plot_training_curves
+from agentforge.tracking.progress import TrainProgress, console
+from agentforge.tracking.tracker import RunTracker
+from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rng_state
+from agentforge.training.config import resolve_resume_dir, validate_train_config
 from agentforge.types import Group
 
-log = logging.getLogger("agentforge.trainer")
+log = logging.getLogger("agentforge.training.trainer")
 
 
 def seed_everything(seed: int) -> None:
@@ -177,7 +177,7 @@ class Trainer:
 
     def warm_start(self) -> dict[str, float]:
         """SFT on expert trajectories with the same learner (RFT-style cold start), then sync the engine."""
-        from agentforge.sft import expert_dataset, run_sft_epochs, sft_steps
+        from agentforge.training.sft import expert_dataset, run_sft_epochs, sft_steps
 
         data = expert_dataset(self.cfg, self.engine.tokenizer)
         steps = sft_steps(self.cfg, data)

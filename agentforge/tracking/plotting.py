@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from agentforge.tracking import read_metrics  # noqa: E402
+from agentforge.tracking.tracker import read_metrics  # noqa: E402
 
 PANELS = [
     ("success rate", ["train/success_rate", "eval/success_rate"]),

@@ -44,7 +44,7 @@ def validate_train_config(cfg: DictConfig) -> None:
     if float(cfg.agent.sampling.temperature) != 1.0:
         import logging
 
-        logging.getLogger("agentforge.trainer").warning(
+        logging.getLogger("agentforge.training.trainer").warning(
             "agent.sampling.temperature=%s: the engine's log-probs are those of the untempered policy, so PPO ratios "
             "will not be 1 at the first step (train/logprob_mismatch shows it)", cfg.agent.sampling.temperature
         )

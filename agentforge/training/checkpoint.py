@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-log = logging.getLogger("agentforge.checkpoint")
+log = logging.getLogger("agentforge.training.checkpoint")
 
 MARKER = "COMPLETE"
 

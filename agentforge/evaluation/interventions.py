@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentforge import conf
-from agentforge.agent.loop import AgentLoop
+from agentforge import conf  # the packaged config groups (top-level conf/ in a checkout)
 from agentforge.builders import plain
 from agentforge.errors import ConfigError
+from agentforge.evaluation.evaluator import Evaluator
+from agentforge.evaluation.settings import EvalSettings
+from agentforge.rollout.multi_turn import AgentLoop
 from agentforge.tasks import TaskSampler
 from agentforge.types import Group
-
-if TYPE_CHECKING:
-    from agentforge.evaluate import EvalSettings, Evaluator
 
 INTERVENTION_ENV = "alfworld_intervention"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentforge.agent.loop import RolloutStats
+from agentforge.rollout.multi_turn import RolloutStats
 from agentforge.types import Group
 
 

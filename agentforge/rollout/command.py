@@ -16,9 +16,9 @@ from agentforge.builders import (
     prepare_run_dir,
     without_name,
 )
-from agentforge.metrics import rollout_summary
-from agentforge.progress import console, rollout_progress
+from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import TaskSampler
+from agentforge.tracking.progress import console, rollout_progress
 from agentforge.types import Group
 
 

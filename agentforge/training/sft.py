@@ -16,18 +16,18 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from agentforge.agent.loop import AgentConfig, render_turn_prompt
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
 from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
-from agentforge.plotting import SFT_PANELS, plot_training_curves
-from agentforge.progress import console
 from agentforge.registry import Registry
+from agentforge.rollout.multi_turn import AgentConfig, render_turn_prompt
 from agentforge.tasks import TaskSampler
-from agentforge.tracking import RunTracker
+from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
+from agentforge.tracking.progress import console
+from agentforge.tracking.tracker import RunTracker
 from agentforge.types import Task, Trajectory, Turn
 
 ExpertFn = Callable[[Task, dict[str, Any]], list[str] | None]

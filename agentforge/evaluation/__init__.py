@@ -1,0 +1,1 @@
+"""Evaluation: `agentforge eval` (success, diversity, decoding baselines, ALFWorld interventions) and sweep reports."""

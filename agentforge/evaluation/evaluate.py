@@ -1,0 +1,105 @@
+"""`agentforge eval recipe=... checkpoint=...`: the TJPO paper's evaluation of one checkpoint.
+
+N_eval samples per held-out prompt at temperature 0.4; success rate, mean reward, mean successful length,
+invalid-action rate, and D^pair / D^dpp of every descriptor over each prompt's successful rollouts (a cross-metric
+table: optimise one descriptor, report all). Decoding-only baselines rerun the same weights with one sampling option
+changed (presence or repetition penalty: the paper's GiGPO+PP and GiGPO+RP rows). On ALFWorld, `eval.interventions`
+adds Standard / User Constraints / Disruption success on the intervention cases.
+
+Every row restarts the engine's sampling stream from the same seed (by default the trainer's eval seed), so a rerun
+gives the same numbers, and an eval with the trainer's eval settings reproduces the numbers the trainer logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from agentforge.builders import plain, prepare_run_dir
+from agentforge.evaluation.checkpoint_source import CheckpointSource, resolve_checkpoint
+from agentforge.evaluation.evaluator import Evaluator, resolve_descriptors
+from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
+from agentforge.tracking.progress import console
+
+ALGORITHM_LABELS = {"grpo": "GRPO", "gigpo": "GiGPO", "tjpo": "TJPO"}
+
+
+def policy_label(settings: EvalSettings, source: CheckpointSource | None, cfg: DictConfig) -> str:
+    """The main row's name: eval.label, else the trained run's algorithm (with TJPO's descriptor and λ)."""
+    if settings.label:
+        return str(settings.label)
+    if source is None:
+        return "base"
+    algorithm: Any = None
+    if source.run_dir is not None and (source.run_dir / "config.yaml").exists():
+        algorithm = OmegaConf.load(source.run_dir / "config.yaml").get("algorithm")
+    if algorithm is None:
+        return "policy"
+    name = str(algorithm.get("name", "policy"))
+    label = ALGORITHM_LABELS.get(name, name)
+    if name == "tjpo":
+        label += f" ({algorithm.get('descriptor')}, {algorithm.get('functional')}, λ={algorithm.get('lambda')})"
+    return label
+
+
+def output_dir(cfg: DictConfig, settings: EvalSettings) -> Path:
+    folder = Path(str(settings.output)) if settings.output else Path(str(cfg.run_dir))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def run_eval(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate `checkpoint=` (or the recipe's model) and write eval.json, eval.md and trajectories.jsonl."""
+    from agentforge.evaluation.report import eval_markdown, eval_table, write_eval_outputs
+
+    settings = EvalSettings.from_config(cfg.get("eval"))
+    descriptors = resolve_descriptors(settings.descriptors, str(cfg.env.name), cfg.algorithm.get("descriptor"))
+    if settings.interventions:
+        from agentforge.evaluation.interventions import check_intervention_env
+
+        check_intervention_env(str(cfg.env.name), str(settings.intervention_cases))
+    source = resolve_checkpoint(cfg.get("checkpoint"))
+    prepare_run_dir(cfg)
+    label = policy_label(settings, source, cfg)
+    evaluator = Evaluator(cfg, settings, source)
+    try:
+        rows = [evaluator.row(label, evaluator.sampling, descriptors)]
+        for baseline in settings.baselines:
+            name = f"{label}+{BASELINES[baseline][2]}"
+            rows.append(evaluator.row(name, baseline_sampling(evaluator.sampling, baseline, settings), descriptors))
+        interventions, intervention_groups = None, {}
+        if settings.interventions:
+            from agentforge.evaluation.interventions import run_interventions
+
+            interventions, intervention_groups = run_interventions(evaluator, settings, label)
+    finally:
+        evaluator.close()
+    report = {
+        "checkpoint": source.to_json() if source else None,
+        "model": evaluator.spec.path,
+        "env": str(cfg.env.name),
+        "tasks": {"split": settings.split, "num_tasks": len(evaluator.tasks), "first_seed": evaluator.tasks[0].seed,
+                  "last_seed": evaluator.tasks[-1].seed},
+        "samples_per_task": int(settings.samples_per_task),
+        "temperature": float(settings.temperature),
+        "engine_seed": evaluator.seed,
+        "descriptors": descriptors,
+        "rows": [{"name": r.name, "sampling": asdict(r.sampling), "metrics": r.metrics} for r in rows],
+        "interventions": interventions,
+        "settings": asdict(settings),
+        "config": plain(cfg),
+    }
+    folder = output_dir(cfg, settings)
+    paths = write_eval_outputs(folder, report, rows[0].groups, intervention_groups)
+    console.print(eval_table(report))
+    if interventions:
+        from agentforge.evaluation.report import intervention_table
+
+        console.print(intervention_table(interventions))
+    console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    report["markdown"] = eval_markdown(report)
+    return report
+

@@ -1,0 +1,1 @@
+"""Training: the RL loop (rollout → advantages → update → weight sync), the supervised warm start, checkpoints."""

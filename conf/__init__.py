@@ -1,0 +1,1 @@
+"""Hydra config groups (model, engine, env, algorithm, agent, learner, logger), packaged as `agentforge.conf`."""

@@ -1,0 +1,1 @@
+"""The bundled recipes (`recipe=<file stem>`), packaged as `agentforge.recipes`; see `agentforge.config`."""
