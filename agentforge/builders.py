@@ -1,4 +1,4 @@
-"""Build the parts (model spec, engine, env pool, agent loop) from a composed Hydra config."""
+"""Build the parts (model spec, engine, env pool, rollout context) from a composed Hydra config."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from agentforge.agent.prompts import prompt_for
+from agentforge.agent.render import AgentConfig
 from agentforge.engines import make_engine
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool, make_pool
 from agentforge.errors import ConfigError
 from agentforge.models.loading import ModelSpec, resolve_model
-from agentforge.rollout.multi_turn import AgentConfig, AgentLoop
+from agentforge.rollout.workflow import RolloutContext
 from agentforge.types import SamplingConfig
 
 
@@ -74,5 +75,6 @@ def build_intervention(cfg: DictConfig) -> InterventionSpec | None:
     return InterventionSpec(kind=spec["kind"], params=spec.get("params", {})) if spec else None
 
 
-def build_agent_loop(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> AgentLoop:
-    return AgentLoop(engine, pool, prompt_for(cfg.env.name), build_agent_config(cfg), build_intervention(cfg))
+def build_rollout_context(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> RolloutContext:
+    """What a rollout workflow plays with: the engine, the env pool, the env's prompt template, the agent config."""
+    return RolloutContext(engine, pool, prompt_for(cfg.env.name), build_agent_config(cfg), build_intervention(cfg))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 
@@ -49,6 +50,7 @@ class SamplingConfig:
     stop: list[str] = field(default_factory=list)
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    uncertainty: bool = False  # also return each generated token's next-token entropy and top probability
 
 
 @dataclass
@@ -57,6 +59,9 @@ class Completion:
 
     `forced_mask[i]` is True where a decoding intervention emitted token i without sampling; such tokens must be
     masked out of the policy loss (their log-probs are the model's raw values, not a sampling probability).
+    With `SamplingConfig.uncertainty`, `entropy[i]` (nats) and `top_prob[i]` describe the next-token distribution
+    token i was drawn from, computed from the raw logits (before penalties, temperature and any forcing);
+    otherwise both are None.
     """
 
     token_ids: list[int]
@@ -64,10 +69,73 @@ class Completion:
     text: str
     finish_reason: str
     forced_mask: list[bool] = field(default_factory=list)
+    entropy: list[float] | None = None
+    top_prob: list[float] | None = None
 
     def __post_init__(self) -> None:
         if not self.forced_mask:
             self.forced_mask = [False] * len(self.token_ids)
+
+
+class LossRole(str, Enum):
+    """How the learner treats a generated span. Masking is decided by this data, never by an algorithm's name.
+
+    ACTION: an env turn's response, trained with its turn's advantage (forced tokens inside it excluded).
+    STRATEGY: text written before the first turn and shown in every action prompt (StraTA), trained with its own
+    advantage. REASONING: reasoning regenerated for a fixed action (TrajEvolve), trained with its turn's advantage;
+    the fixed action's tokens are forced. NOT_TRAINED: generated but never trained (a judgment, a discarded turn).
+    FORCED: tokens put in place without sampling (a fixed action, a scripted turn): no loss.
+    """
+
+    ACTION = "action"
+    STRATEGY = "strategy"
+    REASONING = "reasoning"
+    NOT_TRAINED = "not_trained"
+    FORCED = "forced"
+
+    @property
+    def trained(self) -> bool:
+        return self in (LossRole.ACTION, LossRole.STRATEGY, LossRole.REASONING)
+
+
+@dataclass
+class Span:
+    """A generation outside the env turns: a strategy, a judgment, a discarded attempt at a turn.
+
+    `kind` names what produced it (e.g. "strategy", "judgment", "discarded_turn"); `turn_index` is the env turn it
+    belongs to, when it belongs to one. A span with a trained role keeps the exact engine token ids and log-probs,
+    like a turn; its advantage comes from the algorithm's `span_advantages`.
+    """
+
+    role: LossRole
+    kind: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    text: str
+    forced_mask: list[bool] = field(default_factory=list)
+    turn_index: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.role = LossRole(self.role)
+        if not self.forced_mask:
+            self.forced_mask = [False] * len(self.response_ids)
+
+    @classmethod
+    def from_completion(cls, completion: Completion, prompt_ids: list[int], role: LossRole, kind: str,
+                        turn_index: int | None = None, **info: Any) -> Span:
+        return cls(role=role, kind=kind, prompt_ids=list(prompt_ids), response_ids=list(completion.token_ids),
+                   logprobs=list(completion.logprobs), text=completion.text, forced_mask=list(completion.forced_mask),
+                   turn_index=turn_index, info=dict(info))
+
+    def to_json(self, with_tokens: bool) -> dict[str, Any]:
+        out = asdict(self)
+        out["role"] = self.role.value
+        if not with_tokens:
+            for key in ("prompt_ids", "response_ids", "logprobs", "forced_mask"):
+                out.pop(key)
+        return out
 
 
 @dataclass
@@ -87,10 +155,12 @@ class Turn:
     observation: str
     done: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    role: LossRole = LossRole.ACTION
 
     def to_json(self, with_tokens: bool) -> dict[str, Any]:
         out = asdict(self)
         out["anchor"] = self.anchor.hex() if isinstance(self.anchor, bytes) else self.anchor
+        out["role"] = LossRole(self.role).value
         if not with_tokens:
             for key in ("prompt_ids", "response_ids", "logprobs", "forced_mask"):
                 out.pop(key)
@@ -99,13 +169,14 @@ class Turn:
 
 @dataclass
 class Trajectory:
-    """One episode of one rollout of a task."""
+    """One episode of one rollout of a task: its env turns, plus any generations outside them (`spans`)."""
 
     task: Task
     rollout_index: int
     turns: list[Turn] = field(default_factory=list)
     won: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    spans: list[Span] = field(default_factory=list)
 
     @property
     def episode_return(self) -> float:
@@ -139,6 +210,7 @@ class Trajectory:
             "invalid_turns": self.invalid_turns,
             "meta": self.meta,
             "turns": [t.to_json(with_tokens) for t in self.turns],
+            **({"spans": [s.to_json(with_tokens) for s in self.spans]} if self.spans else {}),
         }
 
 

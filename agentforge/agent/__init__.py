@@ -1,1 +1,1 @@
-"""The agent side of a rollout: prompts, output parsing and the multi-turn AgentLoop."""
+"""The agent side of a rollout: how episodes are played, prompt templates and rendering, output parsing."""

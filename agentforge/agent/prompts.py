@@ -1,11 +1,13 @@
 """Per-env prompt templates: how a turn's chat is rendered from the task, a history window and the observation.
 
 Prompt formatting lives here, never in env workers: envs return raw observations, the template decides what the
-model sees. A template renders chat *messages*; the AgentLoop applies the tokenizer's chat template once per turn.
+model sees. A template renders chat *messages*; the rollout workflow applies the tokenizer's chat template once per
+turn (`agent.render.render_turn_prompt`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentforge.registry import Registry
@@ -36,6 +38,7 @@ class PromptTemplate:
     action_tag: str = "action"
     require_think: bool = True
     few_shot: list[dict[str, str]] = field(default_factory=list)
+    note_item: str = "{note}\n\n"
 
     def messages(
         self,
@@ -44,8 +47,10 @@ class PromptTemplate:
         step: int,
         use_few_shot: bool = False,
         intro: str | None = None,
+        notes: Sequence[str] = (),
     ) -> list[dict[str, str]]:
-        """`intro` is the episode's first observation (templates whose task is stated only there use it)."""
+        """`intro` is the episode's first observation (templates whose task is stated only there use it); `notes`
+        are episode-level texts put at the top of the user message (a strategy the agent committed to)."""
         turn = self.prepare(observation, history, intro)
         first_index = step - len(turn.history)
         rendered = "\n".join(
@@ -62,7 +67,9 @@ class PromptTemplate:
             **turn.fields,
         )
         shots = list(self.few_shot) if use_few_shot else []
-        return [{"role": "system", "content": self.system}, *shots, {"role": "user", "content": turn.prefix + user}]
+        top = "".join(self.note_item.format(note=note) for note in notes)
+        return [{"role": "system", "content": self.system}, *shots,
+                {"role": "user", "content": top + turn.prefix + user}]
 
     def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         """The one hook an env family's template overrides: adapt what is shown, add `turn` fields or a prefix."""

@@ -1,7 +1,8 @@
 """The Algorithm plugin interface, its registry and `make_algorithm`.
 
-An algorithm is built from its config options (the Hydra `algorithm` group minus `name`), may hook into the agent
-loop, and turns finished groups into one advantage per turn. The learner broadcasts a turn's advantage to every
+An algorithm is built from its config options (the Hydra `algorithm` group minus `name`), may change how episodes
+are produced (its rollout workflow or hooks), and turns finished groups into one advantage per turn (and per
+trained span outside the turns). The learner broadcasts a turn's advantage to every
 response token of that turn.
 """
 
@@ -10,14 +11,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from agentforge.algorithms.advantage_utils import TurnBatch
 from agentforge.errors import ConfigError
 from agentforge.registry import Registry
-from agentforge.types import Group, Task, Trajectory
+from agentforge.types import Group
+
+if TYPE_CHECKING:
+    from agentforge.rollout.hooks import RolloutHooks
+    from agentforge.rollout.workflow import RolloutWorkflow
 
 
 @dataclasses.dataclass
@@ -26,7 +31,8 @@ class AlgorithmConfig:
 
 
 class Algorithm:
-    """Base class: loop hooks (no-ops by default) plus the advantage computation.
+    """Base class: how episodes are produced (the default multi-turn workflow unless overridden) plus the advantage
+    computation.
 
     Subclasses set `name`, `config_class` (a dataclass of their options with the defaults) and implement
     `compute(batch)`. Advantages come back as one flat float64 array aligned with the turn order
@@ -45,21 +51,18 @@ class Algorithm:
     def validate(self) -> None:
         """Raise ConfigError for option values that cannot work; called once at construction."""
 
-    # ---- loop hooks, for algorithms that act during rollout (StraTA, T2PO, TrajEvolve, ...) -------------------
-    def before_episode(self, task: Task, rollout_index: int, **context: Any) -> dict[str, Any]:
-        """Called by the agent loop before an episode's first turn.
+    # ---- rollout: how episodes are produced (StraTA, T2PO, TrajEvolve change it) ----------------------------
+    def rollout_hooks(self, purpose: str) -> RolloutHooks | None:
+        """Hooks into the default multi-turn workflow for `purpose` (`train`, `eval` or `rollout`); None: plain
+        multi-turn play. Override this for changes at the workflow's hook points (see `rollout.hooks`)."""
+        return None
 
-        Returns per-episode state the loop stores in `Trajectory.meta` (e.g. a StraTA strategy); `context` carries
-        whatever the loop can offer (engine, tokenizer, ...). Default: nothing.
-        """
-        return {}
+    def workflow(self, purpose: str) -> RolloutWorkflow:
+        """The rollout workflow for `purpose`. Default: multi-turn play with `rollout_hooks(purpose)`; override
+        to produce episodes another way altogether."""
+        from agentforge.rollout.multi_turn import MultiTurnWorkflow
 
-    def after_episode(self, trajectory: Trajectory, **context: Any) -> None:
-        """Called when an episode ends, before advantages; may annotate the trajectory (labels, descriptors)."""
-
-    def extra_loss_terms(self, batch: Any, **context: Any) -> dict[str, Any]:
-        """Named extra loss tensors the learner adds to the policy loss for this micro-batch. Default: none."""
-        return {}
+        return MultiTurnWorkflow(self.rollout_hooks(purpose))
 
     # ---- advantages ----------------------------------------------------------------------------------------
     def advantages(self, groups: Sequence[Group]) -> np.ndarray:
@@ -69,6 +72,11 @@ class Algorithm:
     def compute(self, batch: TurnBatch) -> np.ndarray:
         """The vectorised core: per-turn advantages for a prebuilt batch (flat order)."""
         raise NotImplementedError(f"algorithm {self.name!r} does not implement compute()")
+
+    def span_advantages(self, groups: Sequence[Group]) -> np.ndarray | None:
+        """One advantage per trained span outside the env turns (e.g. StraTA's strategies), flat in
+        `learner.batch.iter_trained_spans` order; None when the algorithm's workflow makes none (the default)."""
+        return None
 
 
 ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")

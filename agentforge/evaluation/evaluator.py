@@ -9,11 +9,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool
+from agentforge.algorithms import make_algorithm
+from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
 from agentforge.evaluation.checkpoint_source import CheckpointSource, check_compatible, load_checkpoint_weights
 from agentforge.evaluation.settings import EvalSettings
 from agentforge.rollout.metrics import rollout_summary
-from agentforge.rollout.multi_turn import AgentLoop, RolloutStats
+from agentforge.rollout.workflow import RolloutContext, RolloutResult, RolloutStats
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.progress import console, rollout_progress
 from agentforge.types import Group, SamplingConfig
@@ -53,11 +54,12 @@ def default_seed(cfg: DictConfig) -> int:
     return iteration_seed(int(cfg.seed), 0, salt=1)
 
 
-def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str]) -> dict[str, float]:
+def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str],
+                workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
     """The rollout summary plus D^pair / D^dpp (raw) and contributing-group counts per descriptor."""
     from agentforge.algorithms.diversity import group_diversity
 
-    metrics = rollout_summary(groups, stats)
+    metrics = rollout_summary(groups, stats, workflow_metrics)
     if not any(t.won for g in groups for t in g.trajectories):
         metrics["mean_success_length"] = math.nan  # no successful trajectory: undefined, not 0
     metrics.update(group_diversity(groups, descriptors, successful_only=True))
@@ -88,26 +90,27 @@ class Evaluator:
             if source is not None and source.kind == "checkpoint":
                 self.engine.update_weights(load_checkpoint_weights(source, spec.path))
             self.pool = build_pool(cfg)
-            self.loop = build_agent_loop(cfg, self.engine, self.pool)
+            self.ctx = build_rollout_context(cfg, self.engine, self.pool)
+            self.workflow = make_algorithm(cfg.algorithm).workflow("eval")
         except BaseException:
             self.close()
             raise
 
     @property
     def sampling(self) -> SamplingConfig:
-        return replace(self.loop.config.sampling, temperature=float(self.settings.temperature))
+        return replace(self.ctx.config.sampling, temperature=float(self.settings.temperature))
 
-    def play(self, loop: AgentLoop, tasks: list[Any], samples: int, label: str) -> tuple[list[Group], RolloutStats]:
+    def play(self, ctx: RolloutContext, tasks: list[Any], samples: int, label: str) -> RolloutResult:
         """Roll out from the fixed seed, so every row (and every rerun) starts from the same sampling stream."""
         self.engine.reseed(self.seed)
         with rollout_progress(label, len(tasks) * samples) as on_progress:
-            return loop.run(tasks, samples, on_progress)
+            return self.workflow.run(ctx, tasks, samples, on_progress)
 
     def row(self, name: str, sampling: SamplingConfig, descriptors: list[str]) -> EvalRow:
-        loop = AgentLoop(self.engine, self.pool, self.loop.template, replace(self.loop.config, sampling=sampling),
-                         self.loop.intervention)
-        groups, stats = self.play(loop, self.tasks, int(self.settings.samples_per_task), f"eval {name}")
-        return EvalRow(name, sampling, row_metrics(groups, stats, descriptors), groups)
+        result = self.play(self.ctx.with_sampling(sampling), self.tasks, int(self.settings.samples_per_task),
+                           f"eval {name}")
+        return EvalRow(name, sampling, row_metrics(result.groups, result.stats, descriptors, result.metrics),
+                       result.groups)
 
     def close(self) -> None:
         if self.pool is not None:

@@ -8,7 +8,6 @@ visit to a forbidden location (compliant success).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from agentforge.builders import plain
 from agentforge.errors import ConfigError
 from agentforge.evaluation.evaluator import Evaluator
 from agentforge.evaluation.settings import EvalSettings
-from agentforge.rollout.multi_turn import AgentLoop
 from agentforge.tasks import TaskSampler
 from agentforge.types import Group
 
@@ -86,14 +84,13 @@ def run_interventions(evaluator: Evaluator, settings: EvalSettings, label: str) 
     samples = int(settings.intervention_samples or settings.samples_per_task)
     tasks = TaskSampler(INTERVENTION_ENV, settings.split).sample(count)  # seed i of a split plays case i mod count
     template = intervention_template(INTERVENTION_ENV)
-    config = replace(evaluator.loop.config, sampling=evaluator.sampling)
     per_condition: dict[str, dict[str, float]] = {}
     played: dict[str, list[Group]] = {}
     for condition in CONDITIONS:
         pool = intervention_pool(evaluator, condition, cases)
         try:
-            loop = AgentLoop(evaluator.engine, pool, template, config, evaluator.loop.intervention)
-            groups, _ = evaluator.play(loop, tasks, samples, f"{label} · {condition}")
+            ctx = evaluator.ctx.with_sampling(evaluator.sampling).with_pool(pool, template)
+            groups = evaluator.play(ctx, tasks, samples, f"{label} · {condition}").groups
         finally:
             pool.close()
         per_condition[condition] = condition_summary(groups, condition)

@@ -1,19 +1,21 @@
 """The learner's input: one sample per agent turn, and packing those samples into token-bounded micro-batches.
 
 A turn sample is `prompt_ids + response_ids` exactly as the engine saw and produced them (never re-tokenised).
+Which spans become samples is decided by their loss role (`types.LossRole`), never by the algorithm's name.
 Per-token arrays are aligned with `input_ids`: `loss_mask[i]` says whether token i carries loss (response tokens
 that were sampled, not forced), `old_logprobs[i]` is the engine's log-prob of token i (0 on prompt tokens).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from agentforge.types import Group, Trajectory, Turn
+from agentforge.errors import AgentforgeError
+from agentforge.types import Group, LossRole, Span, Trajectory, Turn
 
 
 @dataclass
@@ -53,15 +55,22 @@ class TurnSample:
         return self.input_ids[self.prompt_len:]
 
     @classmethod
-    def from_turn(cls, turn: Turn, advantage: float) -> TurnSample:
-        """A policy-gradient sample: forced tokens (decoding interventions) carry no loss."""
+    def from_turn(cls, turn: Turn | Span, advantage: float, algorithm: str = "the algorithm") -> TurnSample:
+        """A policy-gradient sample of a trained turn or span: forced tokens (decoding interventions) carry no loss.
+        A trained span must keep the engine's token ids and one log-prob per token: else an error naming
+        `algorithm` (whose workflow or hooks made it)."""
+        role = LossRole(turn.role).value
         n = len(turn.response_ids)
+        if not turn.prompt_ids or (n and not turn.logprobs):
+            raise AgentforgeError(f"{algorithm} produced a trained {role} span without token ids or log-probs; "
+                                  "record the engine's Completion (token_ids, logprobs) for every trained span, or "
+                                  "give it role not_trained")
         if len(turn.logprobs) != n:
-            raise ValueError(f"turn has {n} response tokens but {len(turn.logprobs)} log-probs; the engine must "
-                             "return one log-prob per sampled token")
+            raise ValueError(f"{role} span has {n} response tokens but {len(turn.logprobs)} log-probs; the engine "
+                             "must return one log-prob per sampled token")
         forced = list(turn.forced_mask) if turn.forced_mask else [False] * n
         if len(forced) != n:
-            raise ValueError(f"turn has {n} response tokens but a forced_mask of length {len(forced)}")
+            raise ValueError(f"{role} span has {n} response tokens but a forced_mask of length {len(forced)}")
         return cls._build(turn.prompt_ids, turn.response_ids, ~np.asarray(forced, dtype=bool), turn.logprobs,
                           float(advantage))
 
@@ -82,23 +91,49 @@ class TurnSample:
         return cls(input_ids=ids, loss_mask=mask, old_logprobs=logps, advantage=advantage, prompt_len=p)
 
 
-def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequence[float]) -> list[TurnSample]:
-    """Turn samples for a policy step. `advantages` is flat, one per turn, in the order
-    `for g in groups for τ in g.trajectories for t in τ.turns`. Turns without loss tokens (empty or fully forced
-    responses) are dropped: they would cost a forward pass and teach nothing."""
+def iter_trained_spans(groups: Sequence[Group]) -> Iterator[Span]:
+    """Spans outside the env turns whose role is trained (a strategy ...), in flat group/trajectory/span order: the
+    order of `Algorithm.span_advantages`."""
+    for group in groups:
+        for trajectory in group.trajectories:
+            yield from (span for span in trajectory.spans if LossRole(span.role).trained)
+
+
+def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequence[float],
+                        span_advantages: np.ndarray | Sequence[float] | None = None,
+                        algorithm: str = "the algorithm") -> list[TurnSample]:
+    """Samples for a policy step, masked by each span's loss role (never by the algorithm's name).
+
+    `advantages` is flat, one per env turn, in the order `for g in groups for τ in g.trajectories for t in τ.turns`;
+    turns whose role is not trained (forced, not trained) take no sample. `span_advantages` is flat over
+    `iter_trained_spans(groups)`: a trained span (e.g. a strategy) without one is an error naming `algorithm`.
+    Samples without loss tokens (empty or fully forced responses) are dropped: they would cost a forward pass and
+    teach nothing."""
     turns = [t for g in groups for traj in g.trajectories for t in traj.turns]
     advantages = np.asarray(advantages, dtype=np.float64).reshape(-1)
     if len(advantages) != len(turns):
-        raise ValueError(f"got {len(advantages)} advantages for {len(turns)} turns; the algorithm must return one "
+        raise ValueError(f"got {len(advantages)} advantages for {len(turns)} turns; {algorithm} must return one "
                          "advantage per turn, flat in group/trajectory/turn order")
-    samples = [TurnSample.from_turn(t, a) for t, a in zip(turns, advantages, strict=True)]
+    samples = [TurnSample.from_turn(t, a, algorithm) for t, a in zip(turns, advantages, strict=True)
+               if LossRole(t.role).trained]
+    spans = list(iter_trained_spans(groups))
+    if spans:
+        if span_advantages is None:
+            raise AgentforgeError(f"{algorithm} produced {len(spans)} trained span(s) outside the env turns (e.g. a "
+                                  f"{spans[0].kind!r} with role {LossRole(spans[0].role).value}) but no advantages "
+                                  "for them; implement Algorithm.span_advantages or give the spans role not_trained")
+        span_adv = np.asarray(span_advantages, dtype=np.float64).reshape(-1)
+        if len(span_adv) != len(spans):
+            raise ValueError(f"got {len(span_adv)} span advantages for {len(spans)} trained spans; {algorithm} must "
+                             "return one per trained span, flat in iter_trained_spans order")
+        samples += [TurnSample.from_turn(s, a, algorithm) for s, a in zip(spans, span_adv, strict=True)]
     return [s for s in samples if s.num_loss_tokens > 0]
 
 
 def samples_from_sft(trajectories: Sequence[Trajectory]) -> list[TurnSample]:
     """Supervised samples from (expert or filtered high-reward) trajectories: every turn's sampled response."""
     samples = [TurnSample.for_sft(t.prompt_ids, t.response_ids, t.forced_mask) for traj in trajectories
-               for t in traj.turns]
+               for t in traj.turns if LossRole(t.role).trained]
     return [s for s in samples if s.num_loss_tokens > 0]
 
 

@@ -1,1 +1,1 @@
-"""Rollout: how the episodes of one iteration are produced from tasks (workflows), their metrics, `agentforge rollout`."""
+"""Rollout: how one iteration's episodes are produced from tasks (workflows and hooks), their metrics, the command."""

@@ -8,11 +8,12 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.table import Table
 
+from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
-    build_agent_loop,
     build_engine,
     build_model_spec,
     build_pool,
+    build_rollout_context,
     prepare_run_dir,
     without_name,
 )
@@ -39,7 +40,8 @@ def summary_table(title: str, summary: dict[str, float]) -> Table:
 
 
 def run_rollout(cfg: DictConfig) -> dict[str, float]:
-    """Build engine, env pool and agent loop from the config, roll out, and write the results to the run dir."""
+    """Build engine, env pool and the algorithm's rollout workflow from the config, roll out, and write the results
+    to the run dir."""
     run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
     console.print(f"model [bold]{spec.name}[/] ({spec.path}) · engine [bold]{cfg.engine.name}[/] · env "
@@ -47,17 +49,19 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
     engine = build_engine(cfg, spec)
     pool = build_pool(cfg)
     try:
-        loop = build_agent_loop(cfg, engine, pool)
+        ctx = build_rollout_context(cfg, engine, pool)
+        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
         sampler = TaskSampler(cfg.env.name, cfg.rollout.split, cfg.rollout.seed_offset)
         tasks = sampler.sample(cfg.rollout.num_tasks)
         total = len(tasks) * cfg.rollout.group_size
         with rollout_progress(f"rollout {cfg.env.name}", total) as on_progress:
-            groups, stats = loop.run(tasks, cfg.rollout.group_size, on_progress)
+            result = workflow.run(ctx, tasks, cfg.rollout.group_size, on_progress)
     finally:
         pool.close()
         engine.close()
+    groups = result.groups
     write_trajectories(run_dir / "trajectories.jsonl", groups, cfg.rollout.save_tokens)
-    summary = rollout_summary(groups, stats)
+    summary = rollout_summary(groups, result.stats, result.metrics)
     if cfg.env.name == "alfworld":  # the papers' per-task-type columns
         from agentforge.envs.alfworld import success_by_task_type
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentforge.rollout.multi_turn import RolloutStats
+from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Group
 
 
@@ -10,11 +10,13 @@ def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator) / denominator if denominator else 0.0
 
 
-def rollout_summary(groups: list[Group], stats: RolloutStats) -> dict[str, float]:
-    """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout."""
+def rollout_summary(groups: list[Group], stats: RolloutStats,
+                    workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
+    """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout; plus, when a
+    workflow made any, the turns it regenerated and its generations outside the turns, and its hooks' own metrics."""
     trajectories = [t for g in groups for t in g.trajectories]
     turns = sum(t.length for t in trajectories)
-    return {
+    summary = {
         "episodes": len(trajectories),
         "success_rate": _ratio(sum(t.won for t in trajectories), len(trajectories)),
         "mean_return": _ratio(sum(t.episode_return for t in trajectories), len(trajectories)),
@@ -27,6 +29,12 @@ def rollout_summary(groups: list[Group], stats: RolloutStats) -> dict[str, float
         "env_steps_per_s": _ratio(stats.env_steps, stats.env_seconds),
         "wall_seconds": stats.wall_seconds,
     }
+    if stats.regenerated_turns:
+        summary["regenerated_turns"] = stats.regenerated_turns
+    if stats.extra_generations:
+        summary["extra_generations"] = stats.extra_generations
+    summary.update(workflow_metrics or {})
+    return summary
 
 
 def diversity_summary(groups: list[Group], descriptor_names: list[str]) -> dict[str, float]:

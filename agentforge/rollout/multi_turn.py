@@ -1,201 +1,133 @@
-"""The AgentLoop: drives B·G episodes turn by turn, all active episodes generating together.
+"""The default rollout workflow: B·G episodes played turn by turn, every active episode generating together.
 
-Environment logic stays in the env pool, prompt formatting in the template, sampling in the engine: the loop only
-moves data between them and records each turn exactly as the engine produced it (token ids and log-probs).
+Environment logic stays in the env pool, prompt formatting in the template, sampling in the engine, algorithm
+changes in `RolloutHooks`: the workflow only moves data between them and records each turn exactly as the engine
+produced it (token ids and log-probs), with its loss role.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from agentforge.agent.chat import chat_prompt_ids
 from agentforge.agent.parsing import ParsedResponse, parse_response
-from agentforge.agent.prompts import HistoryEntry, PromptTemplate
-from agentforge.engines.base import RolloutEngine
-from agentforge.engines.interventions import InterventionSpec
-from agentforge.envs.pool import EnvPool
-from agentforge.errors import ConfigError
-from agentforge.types import Group, Observation, SamplingConfig, Task, Trajectory, Turn
+from agentforge.agent.prompts import HistoryEntry
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.rollout.hooks import MAX_TURN_ATTEMPTS, RolloutHooks
+from agentforge.rollout.workflow import (
+    Episode,
+    EpisodePlan,
+    ProgressCallback,
+    RolloutContext,
+    RolloutResult,
+    RolloutWorkflow,
+)
+from agentforge.types import Completion, Group, LossRole, Observation, Span, Task, Trajectory, Turn
 
 
-@dataclass
-class AgentConfig:
-    """How episodes are played. `execute_relaxed`: act on actions found by the relaxed parser (still penalised)."""
+class MultiTurnWorkflow(RolloutWorkflow):
+    """Lockstep multi-turn play with hooks (see `RolloutHooks`); without hooks it is plain GRPO/GiGPO play."""
 
-    max_turns: int = 10
-    history_length: int = 2
-    invalid_penalty: float = 0.1
-    execute_relaxed: bool = True
-    few_shot: bool = False
-    max_prompt_tokens: int = 2048
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    def __init__(self, hooks: RolloutHooks | None = None) -> None:
+        self.hooks = hooks or RolloutHooks()
 
-
-@dataclass
-class RolloutStats:
-    """Throughput counters of one `AgentLoop.run` (for the summary and the progress bar)."""
-
-    generated_tokens: int = 0
-    generate_seconds: float = 0.0
-    env_steps: int = 0
-    env_seconds: float = 0.0
-    turns: int = 0
-    wall_seconds: float = 0.0
-
-
-@dataclass
-class _Episode:
-    slot: int
-    trajectory: Trajectory
-    observation: Observation
-    history: list[HistoryEntry] = field(default_factory=list)
-    done: bool = False
-
-
-ProgressCallback = Callable[[int, int, RolloutStats], None]
-
-
-def render_turn_prompt(
-    template: PromptTemplate,
-    tokenizer: Any,
-    config: AgentConfig,
-    observation: Observation,
-    history: list[HistoryEntry],
-    step: int,
-    task: Task,
-) -> list[int]:
-    """A turn's prompt ids: the last K history entries, dropping the oldest until the prompt fits the budget.
-
-    Shared by the AgentLoop and expert-data builders so SFT data has exactly the token format of rollouts.
-    """
-    window = history[-config.history_length :] if config.history_length > 0 else []
-    while True:
-        intro = history[0].observation if history else observation.text
-        ids = chat_prompt_ids(tokenizer, template.messages(observation, window, step, config.few_shot, intro))
-        if len(ids) <= config.max_prompt_tokens:
-            return ids
-        if not window:
-            raise ConfigError(
-                f"the prompt for {task.describe()} has {len(ids)} tokens without history, over "
-                f"agent.max_prompt_tokens={config.max_prompt_tokens}; raise it (and the engine's max_model_len) "
-                "or shorten the env's observation"
-            )
-        window = window[1:]
-
-
-class AgentLoop:
-    """Plays groups of episodes with one engine and one env pool."""
-
-    def __init__(
-        self,
-        engine: RolloutEngine,
-        pool: EnvPool,
-        template: PromptTemplate,
-        config: AgentConfig,
-        intervention: InterventionSpec | None = None,
-    ) -> None:
-        self.engine = engine
-        self.pool = pool
-        self.template = template
-        self.config = config
-        self.intervention = intervention
-        self.tokenizer = engine.tokenizer
-
-    def run(self, tasks: list[Task], group_size: int, on_progress: ProgressCallback | None = None) -> tuple[
-        list[Group], RolloutStats
-    ]:
-        """Roll out every task `group_size` times; returns one Group per task (in task order) and counters."""
+    def run(self, ctx: RolloutContext, tasks: Sequence[Task], group_size: int,
+            on_progress: ProgressCallback | None = None) -> RolloutResult:
         if group_size < 1:
             raise ConfigError(f"group_size must be >= 1, got {group_size}")
         started = time.perf_counter()
-        stats = RolloutStats()
-        slot_tasks = [task for task in tasks for _ in range(group_size)]
-        t0 = time.perf_counter()
-        observations = self.pool.reset(slot_tasks)
-        stats.env_seconds += time.perf_counter() - t0
-        episodes = [
-            _Episode(slot, Trajectory(task=task, rollout_index=slot % group_size), obs)
-            for slot, (task, obs) in enumerate(zip(slot_tasks, observations, strict=True))
-        ]
+        ctx = ctx.fresh()
+        plans = self.hooks.plan(list(tasks), group_size)
+        episodes = self._start(ctx, plans)
+        self.hooks.before_first_turn(episodes, ctx)
         finished = 0
-        for step in range(1, self.config.max_turns + 1):
+        for step in range(1, ctx.config.max_turns + 1):
             active = [e for e in episodes if not e.done]
             if not active:
                 break
-            self._play_turn(active, step, stats)
+            self._play_turn(ctx, active, step)
             finished = sum(e.done for e in episodes)
             if on_progress is not None:
-                on_progress(finished, len(episodes), stats)
+                on_progress(finished, len(episodes), ctx.stats)
         for episode in episodes:
             episode.done = True
+        self.hooks.after_episodes(episodes, ctx)
         if on_progress is not None and finished != len(episodes):
-            on_progress(len(episodes), len(episodes), stats)
-        stats.wall_seconds = time.perf_counter() - started
-        groups = [
-            Group(task=task, trajectories=[e.trajectory for e in episodes[i * group_size : (i + 1) * group_size]])
-            for i, task in enumerate(tasks)
-        ]
-        return groups, stats
+            on_progress(len(episodes), len(episodes), ctx.stats)
+        ctx.stats.wall_seconds = time.perf_counter() - started
+        groups = [Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
+                  for g, task in enumerate(tasks)]
+        return RolloutResult(groups, ctx.stats, self.hooks.metrics())
 
-    def _prompt_ids(self, episode: _Episode, step: int) -> list[int]:
-        return render_turn_prompt(
-            self.template, self.tokenizer, self.config, episode.observation, episode.history, step,
-            episode.trajectory.task,
-        )
-
-    def _play_turn(self, active: list[_Episode], step: int, stats: RolloutStats) -> None:
-        prompts = [self._prompt_ids(e, step) for e in active]
-        interventions = [self.intervention] * len(active) if self.intervention is not None else None
+    # ------------------------------------------------------------------------------------------------ start
+    def _start(self, ctx: RolloutContext, plans: list[EpisodePlan]) -> list[Episode]:
         t0 = time.perf_counter()
-        completions = self.engine.generate(prompts, self.config.sampling, interventions)
-        stats.generate_seconds += time.perf_counter() - t0
-        stats.generated_tokens += sum(len(c.token_ids) for c in completions)
-        stats.turns += len(active)
+        tasks = [plan.task for plan in plans]
+        if any(plan.prefix for plan in plans):
+            starts = ctx.pool.reset_with_prefixes(tasks, [list(plan.prefix) for plan in plans])
+            observations = [start.observation for start in starts]
+            histories = [[HistoryEntry(s.observation.text, s.action) for s in _before_each_step(start)]
+                         for start in starts]
+            ctx.stats.env_steps += sum(len(plan.prefix) for plan in plans)
+        else:
+            observations = ctx.pool.reset(tasks)
+            histories = [[] for _ in plans]
+        ctx.stats.env_seconds += time.perf_counter() - t0
+        episodes = []
+        for slot, (plan, observation, history) in enumerate(zip(plans, observations, histories, strict=True)):
+            trajectory = Trajectory(task=plan.task, rollout_index=plan.rollout_index, meta=dict(plan.meta))
+            if plan.prefix:
+                trajectory.meta["prefix"] = list(plan.prefix)
+            episodes.append(Episode(slot, plan, trajectory, observation, history))
+        return episodes
 
+    # ------------------------------------------------------------------------------------------------ turns
+    def _play_turn(self, ctx: RolloutContext, active: list[Episode], step: int) -> None:
+        prompts = [ctx.render(e, step) for e in active]
+        completions = self._generate_reviewed(ctx, active, prompts, step)
+        ctx.stats.turns += len(active)
+
+        template = ctx.template
         parsed: list[ParsedResponse] = []
         actions: dict[int, str] = {}
         for episode, completion in zip(active, completions, strict=True):
-            result = parse_response(
-                completion.text, episode.observation.admissible, self.template.action_tag, self.template.require_think
-            )
+            result = parse_response(completion.text, episode.observation.admissible, template.action_tag,
+                                    template.require_think)
             parsed.append(result)
             executable = result.action is not None and result.admissible
-            if executable and (result.format_ok or self.config.execute_relaxed):
+            if executable and (result.format_ok or ctx.config.execute_relaxed):
                 actions[episode.slot] = result.action
 
         t0 = time.perf_counter()
-        results = self.pool.step(actions) if actions else {}
-        stats.env_seconds += time.perf_counter() - t0
-        stats.env_steps += len(actions)
+        results = ctx.pool.step(actions) if actions else {}
+        ctx.stats.env_seconds += time.perf_counter() - t0
+        ctx.stats.env_steps += len(actions)
 
         for episode, prompt_ids, completion, result in zip(active, prompts, completions, parsed, strict=True):
             outcome = results.get(episode.slot)
             env_reward = outcome.reward if outcome is not None else 0.0
-            penalty = 0.0 if result.valid else self.config.invalid_penalty
+            penalty = 0.0 if result.valid else ctx.config.invalid_penalty
             info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error}
             if outcome is not None:
                 info.update(outcome.info)
             shown_action = result.action if outcome is not None else f"(invalid: {result.action or 'none'})"
-            episode.trajectory.turns.append(
-                Turn(
-                    prompt_ids=prompt_ids,
-                    response_ids=list(completion.token_ids),
-                    logprobs=list(completion.logprobs),
-                    forced_mask=list(completion.forced_mask),
-                    response_text=completion.text,
-                    action=result.action,
-                    valid=result.valid,
-                    reward=env_reward - penalty,
-                    env_reward=env_reward,
-                    anchor=episode.observation.anchor,
-                    observation=episode.observation.text,
-                    done=bool(outcome and outcome.done),
-                    info=info,
-                )
-            )
+            episode.trajectory.turns.append(Turn(
+                prompt_ids=prompt_ids,
+                response_ids=list(completion.token_ids),
+                logprobs=list(completion.logprobs),
+                forced_mask=list(completion.forced_mask),
+                response_text=completion.text,
+                action=result.action,
+                valid=result.valid,
+                reward=env_reward - penalty,
+                env_reward=env_reward,
+                anchor=episode.observation.anchor,
+                observation=episode.observation.text,
+                done=bool(outcome and outcome.done),
+                info=info,
+                role=LossRole.ACTION,
+            ))
             episode.history.append(HistoryEntry(episode.observation.text, shown_action))
             if outcome is not None:
                 episode.observation = outcome.observation
@@ -203,5 +135,51 @@ class AgentLoop:
                     episode.trajectory.won = True
                 if outcome.done:
                     episode.done = True
-            if step >= self.config.max_turns:
+            if step >= ctx.config.max_turns:
                 episode.done = True
+
+    def _generate_reviewed(self, ctx: RolloutContext, active: list[Episode], prompts: list[list[int]],
+                           step: int) -> list[Completion]:
+        """Generate the turn for every active episode; turns the hooks reject are generated again from the same
+        prompt (the rejected attempt is kept as a NOT_TRAINED span), at most MAX_TURN_ATTEMPTS times."""
+        out: list[Completion | None] = [None] * len(active)
+        pending = list(range(len(active)))
+        for attempt in range(MAX_TURN_ATTEMPTS):
+            batch = [active[i] for i in pending]
+            specs = [self.hooks.turn_intervention(e, ctx) for e in batch]
+            interventions = specs if any(s is not None for s in specs) else None
+            completions = ctx.generate([prompts[i] for i in pending], interventions=interventions)
+            keep = list(self.hooks.review_turns(batch, completions, attempt, ctx))
+            if len(keep) != len(batch):
+                raise AgentforgeError(f"rollout hooks {self.hooks.name!r}: review_turns returned {len(keep)} "
+                                      f"decisions for {len(batch)} turns; return one bool per turn")
+            retry = []
+            for i, completion, kept in zip(pending, completions, keep, strict=True):
+                if kept:
+                    out[i] = completion
+                else:
+                    active[i].trajectory.spans.append(Span.from_completion(
+                        completion, prompts[i], LossRole.NOT_TRAINED, "discarded_turn", turn_index=step - 1,
+                        attempt=attempt))
+                    retry.append(i)
+            ctx.stats.regenerated_turns += len(retry)
+            pending = retry
+            if not pending:
+                return [c for c in out if c is not None]
+        raise AgentforgeError(f"rollout hooks {self.hooks.name!r} rejected turn {step} of {len(pending)} episode(s) "
+                              f"{MAX_TURN_ATTEMPTS} times in a row; a review must accept a turn after a bounded number "
+                              "of attempts (e.g. T2PO's max_try)")
+
+
+def _before_each_step(start: Any) -> list[Any]:
+    """(observation before the step, action) for each replayed prefix step: what the history window shows."""
+
+    class _Seen:
+        def __init__(self, observation: Observation, action: str) -> None:
+            self.observation, self.action = observation, action
+
+    seen, before = [], start.initial_observation
+    for step in start.steps:
+        seen.append(_Seen(before, step.action))
+        before = step.observation
+    return seen

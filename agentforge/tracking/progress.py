@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from agentforge.rollout.multi_turn import ProgressCallback, RolloutStats
+from agentforge.rollout.workflow import ProgressCallback, RolloutStats
 
 console = Console(stderr=True)
 

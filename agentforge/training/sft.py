@@ -17,13 +17,13 @@ import torch
 from omegaconf import DictConfig
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
+from agentforge.agent.render import AgentConfig, render_turn_prompt
 from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.registry import Registry
-from agentforge.rollout.multi_turn import AgentConfig, render_turn_prompt
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
 from agentforge.tracking.progress import console
@@ -81,7 +81,7 @@ def expert_response(action: str) -> str:
 def expert_trajectory(
     task: Task, actions: list[str], env: Any, template: PromptTemplate, tokenizer: Any, agent: AgentConfig
 ) -> Trajectory:
-    """Play the expert's actions through the real env, rendering each turn as the AgentLoop would."""
+    """Play the expert's actions through the real env, rendering each turn as the rollout workflow would."""
     eos = tokenizer.eos_token_id
     trajectory = Trajectory(task=task, rollout_index=0)
     observation = env.reset(task)

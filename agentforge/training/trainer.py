@@ -18,13 +18,19 @@ import torch
 from omegaconf import DictConfig
 
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_agent_loop, build_engine, build_model_spec, build_pool, plain, prepare_run_dir
+from agentforge.builders import (
+    build_engine,
+    build_model_spec,
+    build_pool,
+    build_rollout_context,
+    plain,
+    prepare_run_dir,
+)
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
 from agentforge.learner.memory import check_memory_fit
 from agentforge.rollout.metrics import diversity_summary, rollout_summary
-from agentforge.rollout.multi_turn import AgentLoop
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
@@ -77,11 +83,12 @@ class Trainer:
         if cfg.env_pool.kind == "ray" or not learner_cfg.in_process:
             ensure_ray()
         self.pool = build_pool(cfg)
-        self.loop = build_agent_loop(cfg, self.engine, self.pool)
-        eval_sampling = replace(self.loop.config.sampling, temperature=float(self.tcfg.eval_temperature))
-        self.eval_loop = AgentLoop(self.engine, self.pool, self.loop.template,
-                                   replace(self.loop.config, sampling=eval_sampling), self.loop.intervention)
+        self.ctx = build_rollout_context(cfg, self.engine, self.pool)
+        self.eval_ctx = self.ctx.with_sampling(
+            replace(self.ctx.config.sampling, temperature=float(self.tcfg.eval_temperature)))
         self.algorithm = make_algorithm(cfg.algorithm)
+        self.train_workflow = self.algorithm.workflow("train")
+        self.eval_workflow = self.algorithm.workflow("eval")
         self.eval_descriptors = eval_descriptor_names(str(cfg.env.name), self.algorithm)
         self.learner = Learner(self.spec.path, learner_cfg)
         self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
@@ -123,8 +130,9 @@ class Trainer:
         """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
         self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
         callback = progress.rollout_callback("eval") if progress else None
-        groups, stats = self.eval_loop.run(self.eval_tasks, int(self.tcfg.eval_group_size), callback)
-        summary = {f"eval/{k}": v for k, v in rollout_summary(groups, stats).items()}
+        result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, int(self.tcfg.eval_group_size), callback)
+        groups = result.groups
+        summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
         self.history[str(iteration)] = summary
         return summary
@@ -134,15 +142,17 @@ class Trainer:
         self.engine.reseed(iteration_seed(int(self.cfg.seed), iteration))
         tasks = self.sampler.sample(int(self.tcfg.tasks_per_iteration))
         callback = progress.rollout_callback(f"rollout {iteration + 1}") if progress else None
-        groups, stats = self.loop.run(tasks, int(self.tcfg.group_size), callback)
+        result = self.train_workflow.run(self.ctx, tasks, int(self.tcfg.group_size), callback)
+        groups = result.groups
         t_rollout = time.perf_counter() - started
 
         t0 = time.perf_counter()
         advantages = self.algorithm.advantages(groups)
+        span_advantages = self.algorithm.span_advantages(groups)
         t_adv = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        samples = samples_from_groups(groups, advantages)
+        samples = samples_from_groups(groups, advantages, span_advantages, f"algorithm {self.algorithm.name!r}")
         learner_metrics = self.learner.step(samples)
         t_update = time.perf_counter() - t0
 
@@ -150,7 +160,8 @@ class Trainer:
         if learner_metrics.get("skipped"):
             console.print(f"[yellow]iteration {iteration + 1}: non-finite loss, update skipped: {learner_metrics}")
 
-        metrics: dict[str, Any] = {f"train/{k}": v for k, v in rollout_summary(groups, stats).items()}
+        metrics: dict[str, Any] = {f"train/{k}": v for k, v in rollout_summary(groups, result.stats,
+                                                                               result.metrics).items()}
         metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update({

@@ -13,7 +13,7 @@ from agentforge.evaluation.checkpoint_source import resolve_checkpoint
 from agentforge.evaluation.evaluator import resolve_descriptors, row_metrics
 from agentforge.evaluation.report import eval_markdown, eval_table, finite_or_none
 from agentforge.evaluation.settings import EvalSettings, baseline_sampling
-from agentforge.rollout.multi_turn import RolloutStats
+from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Group, SamplingConfig, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.unit

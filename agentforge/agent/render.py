@@ -1,0 +1,59 @@
+"""How episodes are played (the `agent` config group) and a turn's prompt ids from an observation and history.
+
+Shared by every rollout workflow and by the expert-data builders, so SFT data has exactly the token format of
+rollouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentforge.agent.chat import chat_prompt_ids
+from agentforge.agent.prompts import HistoryEntry, PromptTemplate
+from agentforge.errors import ConfigError
+from agentforge.types import Observation, SamplingConfig, Task
+
+
+@dataclass
+class AgentConfig:
+    """How episodes are played. `execute_relaxed`: act on actions found by the relaxed parser (still penalised)."""
+
+    max_turns: int = 10
+    history_length: int = 2
+    invalid_penalty: float = 0.1
+    execute_relaxed: bool = True
+    few_shot: bool = False
+    max_prompt_tokens: int = 2048
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+
+def render_turn_prompt(
+    template: PromptTemplate,
+    tokenizer: Any,
+    config: AgentConfig,
+    observation: Observation,
+    history: list[HistoryEntry],
+    step: int,
+    task: Task,
+    notes: Sequence[str] = (),
+) -> list[int]:
+    """A turn's prompt ids: the last K history entries, dropping the oldest until the prompt fits the budget.
+
+    `notes` are episode-level texts shown at the top of every turn's user message (e.g. a StraTA strategy).
+    """
+    window = history[-config.history_length :] if config.history_length > 0 else []
+    while True:
+        intro = history[0].observation if history else observation.text
+        messages = template.messages(observation, window, step, config.few_shot, intro, notes)
+        ids = chat_prompt_ids(tokenizer, messages)
+        if len(ids) <= config.max_prompt_tokens:
+            return ids
+        if not window:
+            raise ConfigError(
+                f"the prompt for {task.describe()} has {len(ids)} tokens without history, over "
+                f"agent.max_prompt_tokens={config.max_prompt_tokens}; raise it (and the engine's max_model_len) "
+                "or shorten the env's observation"
+            )
+        window = window[1:]

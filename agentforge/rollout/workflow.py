@@ -1,0 +1,140 @@
+"""The rollout seam: how the episodes of one iteration are produced from tasks.
+
+A `RolloutWorkflow` turns tasks into groups of trajectories. The trainer, `agentforge rollout` and `agentforge eval`
+all call one, so an algorithm that changes how episodes are produced (a strategy before the first turn, turns
+regenerated from the same state, replayed and branched episodes, generations that are not trained) changes it in
+one place: by giving `RolloutHooks` to the default multi-turn workflow, or by supplying its own workflow. The loop
+and the trainer never branch on an algorithm's name.
+
+The data's way through a workflow:
+
+    tasks ──plan──▶ EpisodePlans ──pool.reset(+prefix)──▶ Episodes ──before_first_turn──▶ turns:
+        render prompts (template) ─▶ engine.generate ─▶ review (keep | regenerate) ─▶ parse ─▶ pool.step
+    ──after_episodes──▶ Groups (turns with loss roles, extra spans) ──▶ Algorithm.advantages ─▶ learner
+
+`RolloutContext` bundles what a workflow plays with (engine, env pool, template, agent config, the recipe's
+decoding intervention) and counts every generation, trained or not, in its `RolloutStats`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agentforge.agent.prompts import HistoryEntry, PromptTemplate
+from agentforge.agent.render import AgentConfig, render_turn_prompt
+from agentforge.engines.base import RolloutEngine
+from agentforge.engines.interventions import InterventionSpec
+from agentforge.envs.pool import EnvPool
+from agentforge.types import Completion, Group, Observation, SamplingConfig, Task, Trajectory
+
+
+@dataclass
+class RolloutStats:
+    """Throughput counters of one workflow run (for the summary and the progress bar).
+
+    `generated_tokens`/`generate_seconds` count every generation (extra and discarded ones too); `extra_generations`
+    counts generations outside the env turns (strategies, judgments) and `regenerated_turns` the turns discarded
+    and generated again from the same state.
+    """
+
+    generated_tokens: int = 0
+    generate_seconds: float = 0.0
+    env_steps: int = 0
+    env_seconds: float = 0.0
+    turns: int = 0
+    wall_seconds: float = 0.0
+    extra_generations: int = 0
+    regenerated_turns: int = 0
+
+
+ProgressCallback = Callable[[int, int, RolloutStats], None]
+
+
+@dataclass
+class RolloutContext:
+    """What a workflow plays with. `intervention` is the recipe's decoding intervention (or None)."""
+
+    engine: RolloutEngine
+    pool: EnvPool
+    template: PromptTemplate
+    config: AgentConfig
+    intervention: InterventionSpec | None = None
+    stats: RolloutStats = field(default_factory=RolloutStats)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def fresh(self) -> RolloutContext:
+        """The same parts with zeroed counters: what each workflow run starts from."""
+        return replace(self, stats=RolloutStats())
+
+    def with_sampling(self, sampling: SamplingConfig) -> RolloutContext:
+        """The same parts with another sampling config (eval temperature, a decoding baseline)."""
+        return replace(self, config=replace(self.config, sampling=sampling), stats=RolloutStats())
+
+    def with_pool(self, pool: EnvPool, template: PromptTemplate | None = None) -> RolloutContext:
+        return replace(self, pool=pool, template=template or self.template, stats=RolloutStats())
+
+    def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
+                 interventions: list[InterventionSpec | None] | None = None, extra: bool = False) -> list[Completion]:
+        """Generate with the engine and count it; `extra=True` marks generations outside the env turns."""
+        t0 = time.perf_counter()
+        completions = self.engine.generate(prompts, sampling or self.config.sampling, interventions)
+        self.stats.generate_seconds += time.perf_counter() - t0
+        self.stats.generated_tokens += sum(len(c.token_ids) for c in completions)
+        if extra:
+            self.stats.extra_generations += len(completions)
+        return completions
+
+    def render(self, episode: Episode, step: int) -> list[int]:
+        """The prompt ids of the episode's next turn (the template, its history window and notes)."""
+        return render_turn_prompt(self.template, self.tokenizer, self.config, episode.observation, episode.history,
+                                  step, episode.trajectory.task, episode.notes)
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    """One episode to play: its task, its index in the group, actions to replay before the first generated turn
+    (branching from a mid-episode state) and metadata copied into `Trajectory.meta`."""
+
+    task: Task
+    rollout_index: int
+    group: int
+    prefix: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Episode:
+    """A live episode. Hooks may read it and add `notes` (shown at the top of every turn prompt) or spans."""
+
+    slot: int
+    plan: EpisodePlan
+    trajectory: Trajectory
+    observation: Observation
+    history: list[HistoryEntry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass
+class RolloutResult:
+    """The groups of one workflow run (in task order), its counters and the hooks' own metrics."""
+
+    groups: list[Group]
+    stats: RolloutStats
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class RolloutWorkflow(ABC):
+    """Produces the groups of one iteration from tasks."""
+
+    @abstractmethod
+    def run(self, ctx: RolloutContext, tasks: Sequence[Task], group_size: int,
+            on_progress: ProgressCallback | None = None) -> RolloutResult:
+        """Play every task (its episodes as the workflow plans them) and return one Group per task, in order."""
