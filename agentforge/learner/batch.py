@@ -180,11 +180,17 @@ def shard_by_tokens(samples: Sequence[TurnSample], num_shards: int) -> list[list
     return [[samples[i] for i in shard] for shard in shard_indices_by_tokens(samples, num_shards)]
 
 
-def collate(samples: Sequence[TurnSample], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+def collate(samples: Sequence[TurnSample], device: torch.device | str = "cpu",
+            skip_prompts: bool = False) -> dict[str, torch.Tensor | int]:
     """Right-padded tensors for one micro-batch. `targets`, `loss_mask`, `response_mask` (every response token,
     forced ones included) and `old_logprobs` are shifted to the prediction positions: entry i belongs to token
-    i+1, predicted by the logits at position i. `advantages` has one value per row."""
+    `offset + i + 1`, predicted by the logits at position `offset + i`. `advantages` has one value per row.
+
+    `skip_prompts=True` starts those arrays at the first position that predicts a response token in any row
+    (`offset` = shortest prompt − 1) instead of 0: the learner then computes logits for those positions only
+    (agent turns carry long prompts and short responses, so this is most of a step's logits memory)."""
     rows, width = len(samples), max(s.length for s in samples)
+    offset = min(s.prompt_len for s in samples) - 1 if skip_prompts else 0
     input_ids = np.zeros((rows, width), np.int64)
     attention = np.zeros((rows, width), np.int64)
     mask = np.zeros((rows, width), bool)
@@ -198,14 +204,16 @@ def collate(samples: Sequence[TurnSample], device: torch.device | str = "cpu") -
         old[r, : s.length] = s.old_logprobs
     adv = np.asarray([s.advantage for s in samples], np.float32)
     as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+    shifted = slice(offset + 1, None)
     return {
         "input_ids": as_tensor(input_ids),
         "attention_mask": as_tensor(attention),
-        "targets": as_tensor(input_ids[:, 1:].copy()),
-        "loss_mask": as_tensor(mask[:, 1:].copy()),
-        "response_mask": as_tensor(response[:, 1:].copy()),
-        "old_logprobs": as_tensor(old[:, 1:].copy()),
+        "targets": as_tensor(input_ids[:, shifted].copy()),
+        "loss_mask": as_tensor(mask[:, shifted].copy()),
+        "response_mask": as_tensor(response[:, shifted].copy()),
+        "old_logprobs": as_tensor(old[:, shifted].copy()),
         "advantages": as_tensor(adv),
+        "offset": offset,
     }
 
 

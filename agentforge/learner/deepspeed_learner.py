@@ -281,7 +281,7 @@ class DeepSpeedLearnerRank:
                           sft: bool) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
         from agentforge.algorithms.losses import clipped_policy_loss
 
-        batch = collate(micro, self.device)
+        batch = collate(micro, self.device, skip_prompts=True)
         mask = batch["loss_mask"]
         tokens = float(mask.sum())
         logits = self._logits(self.engine, batch)
@@ -308,9 +308,14 @@ class DeepSpeedLearnerRank:
         return loss, metrics, logits
 
     @staticmethod
-    def _logits(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
-        return out.logits[:, :-1]
+    def _logits(model: Any, batch: dict[str, Any]) -> torch.Tensor:
+        """Logits at the positions `batch`'s shifted arrays cover (from `batch["offset"]` to the last but one), so
+        the vocabulary projection and its gradient are paid for where a target can carry loss, not for prompts."""
+        width = batch["input_ids"].shape[1]
+        keep = width - int(batch["offset"])
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
+                    logits_to_keep=keep)
+        return out.logits[:, -keep:-1]
 
     def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.no_grad():
@@ -373,12 +378,13 @@ class DeepSpeedLearnerRank:
             for k in range(num_batches):
                 indices = batches[k] if k < len(batches) else []
                 micro = [samples[i] for i in indices] or [_padding_sample()]
-                batch = collate(micro, self.device)
+                batch = collate(micro, self.device, skip_prompts=True)
                 logits = self._logits(self.engine, batch)
                 logp = token_logprobs(logits, batch["targets"], batch["response_mask"])[0].cpu().numpy()
+                offset = int(batch["offset"])
                 for row, i in enumerate(indices):
                     s = samples[i]
-                    out[i] = logp[row, s.prompt_len - 1: s.length - 1].copy()
+                    out[i] = logp[row, s.prompt_len - 1 - offset: s.length - 1 - offset].copy()
         self.engine.train()
         return out  # type: ignore[return-value]
 

@@ -37,6 +37,7 @@ from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rng_state
 from agentforge.training.config import resolve_resume_dir, validate_train_config
+from agentforge.training.interrupt import critical
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -206,7 +207,9 @@ class Trainer:
                 "time/warm_start": time.perf_counter() - started}
 
     def save_checkpoint(self, iteration: int) -> None:
-        self.checkpoints.save(iteration, self.learner, {"sampler": self.sampler.state_dict(), "history": self.history})
+        with critical():  # a Ctrl-C waits for the checkpoint: it is either complete or absent
+            self.checkpoints.save(iteration, self.learner,
+                                  {"sampler": self.sampler.state_dict(), "history": self.history})
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
@@ -230,9 +233,20 @@ class Trainer:
                         step % int(self.tcfg.checkpoint_every) == 0 or step == iterations
                     ):
                         self.save_checkpoint(step)
+        except KeyboardInterrupt:
+            self._say_how_to_resume()
+            raise
         finally:
             self.close()
         return self.report()
+
+    def _say_how_to_resume(self) -> None:
+        complete = self.checkpoints.complete()
+        if complete:
+            console.print(f"[yellow]stopped: the last complete checkpoint is {complete[-1].path} (iteration "
+                          f"{complete[-1].iteration}); continue with `agentforge train ... resume={self.run_dir}`")
+        else:
+            console.print("[yellow]stopped before the first checkpoint: nothing to resume from")
 
     def report(self) -> dict[str, Any]:
         plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
