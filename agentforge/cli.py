@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from agentforge.config import recipe_file_override, register_recipes
 from agentforge.errors import AgentforgeError
+from agentforge.hardware import resolve_config_dtypes
 
 USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
 
@@ -76,6 +77,7 @@ PLAIN_COMMANDS = ("envs", "sweep-report")
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
 def hydra_app(cfg: DictConfig) -> None:
     try:
+        announce_dtypes(cfg)
         HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
         mark_failed(cfg, error)
@@ -86,6 +88,15 @@ def hydra_app(cfg: DictConfig) -> None:
     except Exception as error:
         mark_failed(cfg, error)
         raise
+
+
+def announce_dtypes(cfg: DictConfig) -> None:
+    """Resolve `auto` dtypes for this machine before the command reads them (its config.yaml then records them),
+    and say what was chosen and why in one line; bf16 forced onto hardware that only emulates it is warned about."""
+    choice = resolve_config_dtypes(cfg)
+    print(choice.line, flush=True)
+    for warning in choice.warnings:
+        print(f"agentforge: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def in_multirun() -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agentforge.errors import ConfigError
+from agentforge.hardware import SlowDtypeWarning, resolve_config_dtypes
 
 CONFIG_MODULE = "agentforge.conf"
 RECIPES_ENV = "AGENTFORGE_RECIPES"
@@ -80,11 +82,14 @@ def recipe_file_override(overrides: list[str]) -> tuple[list[str], list[Path]]:
 
 
 def compose_config(overrides: list[str] | None = None, run_dir: str | None = None) -> DictConfig:
-    """The same config `agentforge <command> <overrides>` would run with; `run_dir` replaces Hydra's output dir."""
+    """The same config `agentforge <command> <overrides>` would run with; `run_dir` replaces Hydra's output dir.
+    Dtypes come back resolved (`auto` -> bfloat16 or float32 for this machine), as the CLI resolves them."""
     overrides, files = recipe_file_override(list(overrides or []))
     register_recipes(files)
     with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     with open_dict(cfg):
         cfg.run_dir = run_dir or tempfile.mkdtemp(prefix="agentforge-")
+    for message in resolve_config_dtypes(cfg).warnings:
+        warnings.warn(message, SlowDtypeWarning, stacklevel=2)
     return cfg

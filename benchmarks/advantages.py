@@ -22,6 +22,7 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 
 from agentforge.algorithms import GRPO, GiGPO, TurnBatch  # noqa: E402
+from agentforge.hardware import describe  # noqa: E402
 from agentforge.types import Group, Task, Trajectory, Turn  # noqa: E402
 
 RESULT = REPO / "benchmarks" / "results" / "advantages.json"
@@ -96,6 +97,7 @@ def main() -> None:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
+        "hardware": describe("float64 (numpy)"),
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2) + "\n")

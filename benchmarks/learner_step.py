@@ -1,5 +1,8 @@
 """Learner step throughput on SmolLM2-135M: fp32 full model vs bf16 LoRA, one in-process DeepSpeed rank.
 
+The dtypes are fixed, not `auto`: comparing these two settings is the point. On a CPU without native bf16 (no AMX or
+AVX512-BF16) the bf16 setting only measures torch's emulation, many times slower; the result records the hardware.
+
     python benchmarks/learner_step.py [--samples 4] [--tokens 256] [--steps 3] [--zero-stage 0]
 
 Each setting does one warm-up step, then `--steps` timed optimizer steps over `samples x tokens` tokens (half
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agentforge.hardware import describe
 from agentforge.learner import Learner, LearnerConfig, TurnSample
 from agentforge.models import resolve_model
 
@@ -78,10 +82,11 @@ def main() -> None:
     model_path = resolve_model({"name": args.model}).path
     results = {name: run(model_path, name, args) for name in SETTINGS}
     speedup = results["bf16_lora"]["tokens_per_s"] / results["fp32_full"]["tokens_per_s"]
-    report = {"config": vars(args), "results": results, "bf16_lora_over_fp32_full": speedup}
+    hardware = describe("float32 (fp32_full) and bfloat16 (bf16_lora)")
+    report = {"config": vars(args), "hardware": hardware, "results": results, "bf16_lora_over_fp32_full": speedup}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "learner_step.json").write_text(json.dumps(report, indent=2))
-    print(f"learner step {args.samples}x{args.tokens} {args.model} ZeRO-{args.zero_stage}: "
+    print(f"learner step {args.samples}x{args.tokens} {args.model} ZeRO-{args.zero_stage} [{hardware['cpu_kind']}]: "
           f"fp32 full {results['fp32_full']['tokens_per_s']:.0f} tok/s ({results['fp32_full']['step_s']:.2f} s, "
           f"{results['fp32_full']['step_cpu_s']:.1f} CPU-s) | bf16 LoRA {results['bf16_lora']['tokens_per_s']:.0f} "
           f"tok/s ({results['bf16_lora']['step_s']:.2f} s, {results['bf16_lora']['step_cpu_s']:.1f} CPU-s) | "

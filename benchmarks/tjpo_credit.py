@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 from agentforge.algorithms import GiGPO, make_algorithm  # noqa: E402
 from agentforge.algorithms.descriptors import DESCRIPTORS, Descriptor  # noqa: E402
+from agentforge.hardware import describe  # noqa: E402
 from agentforge.types import Trajectory  # noqa: E402
 from benchmarks.advantages import best_of, synthetic_groups  # noqa: E402
 
@@ -62,6 +63,7 @@ def main() -> None:
         "pairwise_over_gigpo": round(timings["tjpo_pairwise_s"] / timings["gigpo_s"], 3),
         "determinantal_over_gigpo": round(timings["tjpo_determinantal_s"] / timings["gigpo_s"], 3),
         "python": platform.python_version(), "numpy": np.__version__, "machine": platform.machine(),
+        "hardware": describe("float64 (numpy)"),
     }
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=2) + "\n")

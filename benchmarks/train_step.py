@@ -3,7 +3,8 @@
     python benchmarks/train_step.py [--recipe gigpo_sokoban] [--iterations 2] [override ...]
 
 Runs a real short training (no warm start, no eval), reports the last iteration, writes
-benchmarks/results/train_step.json and prints one line.
+benchmarks/results/train_step.json (with the hardware and the dtypes the recipe resolved to; `auto` is bf16 where
+the CPU computes it natively, else fp32) and prints one line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from agentforge.config import compose_config
+from agentforge.hardware import describe
 from agentforge.training.trainer import Trainer
 
 RESULTS = Path(__file__).parent / "results"
@@ -36,8 +38,10 @@ def main() -> None:
     last = rows[-1]
     split = {k.removeprefix("time/"): last[k] for k in
              ("time/rollout", "time/advantages", "time/update", "time/sync", "time/iteration")}
+    dtypes = {group: str(cfg[group].dtype) for group in ("model", "engine", "learner")}
     report = {
-        "recipe": args.recipe, "overrides": args.overrides, "seconds": split,
+        "recipe": args.recipe, "overrides": args.overrides, "hardware": describe(dtypes["learner"]), "dtypes": dtypes,
+        "seconds": split,
         "learner_tokens_per_s": last["train/input_tokens"] / last["time/update"],
         "learner_input_tokens": last["train/input_tokens"], "loss_tokens": last["train/tokens"],
         "generated_tokens_per_s": last["train/generated_tokens_per_s"], "samples": last["train/samples"],
@@ -45,7 +49,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "train_step.json").write_text(json.dumps(report, indent=2))
     shares = " ".join(f"{k} {v:.2f}s" for k, v in split.items())
-    print(f"train_step {args.recipe}: {shares} | learner {report['learner_tokens_per_s']:.0f} tok/s "
+    print(f"train_step {args.recipe} {dtypes['learner']} [{report['hardware']['cpu_kind']}]: {shares} | "
+          f"learner {report['learner_tokens_per_s']:.0f} tok/s "
           f"({report['learner_input_tokens']} tokens, {report['samples']} turn samples)")
 
 

@@ -2,6 +2,8 @@
 
     python benchmarks/vs_trl.py [--mode fp32|bf16-lora|both] [--steps 3]
 
+The dtypes are fixed per mode, not `auto`: the comparison is at equal dtype. `--mode bf16-lora` on a CPU without
+native bf16 (no AMX or AVX512-BF16) measures torch's bf16 emulation on both sides; the result records the hardware.
 Both sides train SmolLM2-135M-Instruct with GRPO on a single-turn Sokoban task (the first move of 8 rooms x 4
 completions, 48 new tokens, the same prompt and reward), each in its own process, one after the other. The time of
 the steps after the first is averaged. Needs `pip install 'agentforge[bench]'` (trl). Writes
@@ -134,15 +136,19 @@ def main() -> None:
         times = (run_trl if args.side == "trl" else run_agentforge)(args.mode, args.steps)
         print("STEP_TIMES " + json.dumps(times))
         return
+    from agentforge.hardware import describe
+
     modes = ["fp32", "bf16-lora"] if args.mode == "both" else [args.mode]
-    report: dict[str, dict] = {}
+    hardware = describe(", ".join({"fp32": "float32 (fp32)", "bf16-lora": "bfloat16 (bf16-lora)"}[m] for m in modes))
+    report: dict[str, dict] = {"hardware": hardware}
     for mode in modes:
         trl_times = measure("trl", mode, args.steps)
         ours = measure("agentforge", mode, args.steps)
         trl_s, ours_s = statistics.mean(trl_times[1:] or trl_times), statistics.mean(ours[1:] or ours)
         report[mode] = {"trl_seconds_per_step": trl_s, "agentforge_seconds_per_iteration": ours_s,
                         "trl_over_agentforge": trl_s / ours_s, "trl_steps": trl_times, "agentforge_steps": ours}
-        print(f"vs_trl {mode}: {PROMPTS}x{GROUP} x {NEW_TOKENS} tokens · TRL GRPOTrainer {trl_s:.1f} s/step · "
+        print(f"vs_trl {mode} [{hardware['cpu_kind']}]: {PROMPTS}x{GROUP} x {NEW_TOKENS} tokens · "
+              f"TRL GRPOTrainer {trl_s:.1f} s/step · "
               f"agentforge {ours_s:.1f} s/iteration · ratio {trl_s / ours_s:.2f}x", flush=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "vs_trl.json").write_text(json.dumps(report, indent=2))

@@ -66,6 +66,14 @@ class LearnerConfig:
     backend: str | None = None
     num_cpus_per_rank: int = 1
 
+    def __post_init__(self) -> None:
+        # `auto`: bf16 where the hardware computes it natively, else float32 (agentforge.hardware); a composed config
+        # arrives resolved, a LearnerConfig built by hand may still say auto
+        if self.dtype in (None, "auto"):
+            from agentforge.hardware import resolve_dtype
+
+            self.dtype = resolve_dtype("auto", key="learner.dtype")[0]
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> LearnerConfig:
         """Build from a plain or OmegaConf mapping (the Hydra `learner` group); unknown keys are errors."""
@@ -108,7 +116,8 @@ class LearnerConfig:
         if self.zero_stage not in (0, 1, 2, 3):
             p.append(f"zero_stage={self.zero_stage} is out of range; use 0, 1, 2 or 3")
         if self.dtype not in DTYPES:
-            p.append(f"dtype={self.dtype!r} is not supported; use one of {', '.join(DTYPES)}")
+            p.append(f"dtype={self.dtype!r} is not supported; use auto (bfloat16 where the hardware computes it "
+                     f"natively, else float32) or one of {', '.join(DTYPES)}")
         if not self.lr > 0:
             p.append(f"lr={self.lr} must be > 0")
         if self.weight_decay < 0:

