@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from agentforge.config import recipe_file_override, register_recipes
 from agentforge.errors import AgentforgeError
 from agentforge.hardware import resolve_config_dtypes
+from agentforge.training.interrupt import EXIT_STATUS, interrupt_guard
 
 USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
 
@@ -78,7 +79,8 @@ PLAIN_COMMANDS = ("envs", "sweep-report")
 def hydra_app(cfg: DictConfig) -> None:
     try:
         announce_dtypes(cfg)
-        HYDRA_COMMANDS[cfg.command](cfg)
+        with interrupt_guard():  # Ctrl-C: say so at once, abandon the step, close everything; twice: stop now
+            HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
         mark_failed(cfg, error)
         print(f"agentforge: error: {error}", file=sys.stderr)
@@ -202,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentforgeError as error:
         print(f"agentforge: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("agentforge: stopped", file=sys.stderr)
+        return EXIT_STATUS
     return 0
 
 

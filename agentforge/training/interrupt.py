@@ -40,11 +40,15 @@ class InterruptGuard:
         self._lock = threading.Lock()
         self._active = False
         self._watcher: threading.Thread | None = None
+        self._previous_handler: object = signal.default_int_handler
 
     # -------------------------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
             return self
+        # Python's own handler turns the watcher's interrupt_main() into KeyboardInterrupt; a process started in the
+        # background by a shell inherits SIGINT ignored, which would make interrupt_main() a no-op
+        self._previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         self._active = True
         self._watcher = threading.Thread(target=self._watch, name="agentforge-interrupt", daemon=True)
@@ -60,6 +64,7 @@ class InterruptGuard:
         signal.pthread_kill(self._watcher.ident, signal.SIGINT)  # type: ignore[union-attr]
         self._watcher.join(timeout=5)  # type: ignore[union-attr]
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        signal.signal(signal.SIGINT, self._previous_handler)
 
     # ------------------------------------------------------------------------------------------- protocol
     @contextlib.contextmanager
