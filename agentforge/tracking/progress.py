@@ -1,12 +1,21 @@
-"""Rich progress bars with rates for long work (rollouts, training iterations)."""
+"""Progress for long work (rollouts, training iterations): rich bars with rates in a terminal, and plain lines when
+the output goes to a file (CI, Slurm logs), where live bars show nothing until the end.
+
+Either way a status line is guaranteed at least every `AGENTFORGE_PROGRESS_SECONDS` (default 30) while work runs:
+a heartbeat thread repeats the current phase (rollout k/n episodes, learner update, warm start, ...) with its elapsed
+time, so a long learner step on a slow CPU never looks like a hang.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agentforge.rollout.workflow import ProgressCallback, RolloutStats
 
@@ -15,65 +24,153 @@ console = Console(stderr=True)
 _ROLLOUT_FIELDS = "{task.fields[turns]} turns · {task.fields[tok_s]:.0f} tok/s · {task.fields[env_s]:.0f} steps/s"
 
 
-def _rollout_updater(progress: Progress, task: TaskID) -> ProgressCallback:
-    def update(finished: int, total: int, stats: RolloutStats) -> None:
-        progress.update(
-            task,
-            completed=finished,
-            total=total,
-            turns=stats.turns,
-            tok_s=stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0,
-            env_s=stats.env_steps / stats.env_seconds if stats.env_seconds else 0.0,
-        )
+def heartbeat_seconds() -> float:
+    return float(os.environ.get("AGENTFORGE_PROGRESS_SECONDS", "30"))
 
-    return update
+
+def live_bars() -> bool:
+    """Rich live bars only on a terminal (`AGENTFORGE_PROGRESS=lines` forces lines, `bars` forces bars)."""
+    mode = os.environ.get("AGENTFORGE_PROGRESS", "auto")
+    return mode == "bars" or (mode == "auto" and console.is_terminal)
+
+
+def rollout_rates(stats: RolloutStats) -> str:
+    tok_s = stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0
+    env_s = stats.env_steps / stats.env_seconds if stats.env_seconds else 0.0
+    return f"{stats.turns} turns · {tok_s:.0f} tok/s · {env_s:.0f} steps/s"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+class Heartbeat:
+    """Prints `[label] status · elapsed` whenever nothing was printed for `interval` seconds (lines mode), so a log
+    file shows the run is alive; the status is whatever the work set last."""
+
+    def __init__(self, label: str, interval: float | None = None, enabled: bool = True) -> None:
+        self.label = label
+        self.interval = heartbeat_seconds() if interval is None else interval
+        self.enabled = enabled and self.interval > 0
+        self.status = "starting"
+        self.started = time.monotonic()
+        self._last = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Heartbeat:
+        self._last = time.monotonic()
+        if self.enabled:
+            self._thread = threading.Thread(target=self._beat, name="agentforge-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def set(self, status: str, announce: bool = False) -> None:
+        """New status; `announce` prints it now (a phase change worth a line of its own)."""
+        self.status = status
+        if announce:
+            self.line()
+
+    def line(self) -> None:
+        if self.enabled:
+            self._last = time.monotonic()
+            console.print(f"[{self.label}] {self.status} · {_clock(self._last - self.started)} elapsed",
+                          highlight=False, markup=False, soft_wrap=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.interval)):
+            if time.monotonic() - self._last >= self.interval:
+                self.line()
 
 
 @contextmanager
 def rollout_progress(description: str, total: int) -> Iterator[ProgressCallback]:
-    """A bar over finished episodes that also shows turns, generated tokens/s and env steps/s."""
+    """Finished episodes out of `total` with turns, generated tokens/s and env steps/s: a bar in a terminal, a line
+    every `AGENTFORGE_PROGRESS_SECONDS` in a file."""
+    if not live_bars():
+        with Heartbeat(description) as beat:
+            def update(finished: int, total_: int, stats: RolloutStats) -> None:
+                beat.set(f"{finished}/{total_} episodes · {rollout_rates(stats)}")
+
+            beat.set(f"0/{total} episodes", announce=True)
+            yield update
+            beat.line()
+        return
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("episodes · " + _ROLLOUT_FIELDS), TimeElapsedColumn(), console=console,
     )
     with progress:
         task = progress.add_task(description, total=total, turns=0, tok_s=0.0, env_s=0.0)
-        yield _rollout_updater(progress, task)
+
+        def update_bar(finished: int, total_: int, stats: RolloutStats) -> None:
+            tok_s = stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0
+            env_s = stats.env_steps / stats.env_seconds if stats.env_seconds else 0.0
+            progress.update(task, completed=finished, total=total_, turns=stats.turns, tok_s=tok_s, env_s=env_s)
+
+        yield update_bar
 
 
 class TrainProgress:
-    """Two bars: iterations (with reward, success, loss, step time) and the current rollout's episodes."""
+    """Iterations (with reward, success, loss, step time) and the current phase: two rich bars in a terminal; in a
+    file, a line per phase change and per iteration plus the heartbeat."""
 
     def __init__(self, total_iterations: int, start: int) -> None:
+        self.total = total_iterations
+        self.done = start
+        self.bars = live_bars()
+        self.heartbeat = Heartbeat("train", enabled=not self.bars)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console,
+            TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console, disable=not self.bars,
         )
         self.iterations = self.progress.add_task("train", total=total_iterations, completed=start, info="")
         self.rollout = self.progress.add_task("  rollout", total=1, info="", visible=False)
 
     def __enter__(self) -> TrainProgress:
         self.progress.__enter__()
+        self.heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.heartbeat.__exit__(*exc)
         self.progress.__exit__(*exc)
 
+    def _where(self) -> str:
+        return f"iteration {min(self.done + 1, self.total)}/{self.total}"
+
+    def phase(self, name: str) -> None:
+        """A phase of the current iteration that has no counter of its own (learner update, weight sync, ...)."""
+        self.heartbeat.set(f"{self._where()} · {name}", announce=True)
+        if self.bars:
+            self.progress.reset(self.rollout, total=1, visible=True, description=f"  {name}", info="")
+
     def rollout_callback(self, label: str) -> ProgressCallback:
-        self.progress.reset(self.rollout, total=1, visible=True, description=f"  {label}", info="")
+        self.heartbeat.set(f"{self._where()} · {label} started", announce=True)
+        if self.bars:
+            self.progress.reset(self.rollout, total=1, visible=True, description=f"  {label}", info="")
 
         def update(finished: int, total: int, stats: RolloutStats) -> None:
-            tok_s = stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0
-            self.progress.update(self.rollout, completed=finished, total=total,
-                                 info=f"episodes · {stats.turns} turns · {tok_s:.0f} tok/s")
+            self.heartbeat.set(f"{self._where()} · {label} {finished}/{total} episodes · {rollout_rates(stats)}")
+            if self.bars:
+                self.progress.update(self.rollout, completed=finished, total=total,
+                                     info=f"episodes · {rollout_rates(stats)}")
 
         return update
 
     def iteration_done(self, iteration: int, metrics: dict[str, float]) -> None:
+        self.done = iteration
         info = (
             f"reward {metrics.get('train/mean_return', 0.0):+.2f}"
             f" · success {metrics.get('train/success_rate', 0.0):.2f}"
             f" · loss {metrics.get('train/loss', float('nan')):+.4f} · {metrics.get('time/iteration', 0.0):.1f} s/it"
         )
+        self.heartbeat.set(f"iteration {iteration}/{self.total} done · {info}", announce=True)
         self.progress.update(self.iterations, completed=iteration, info=info)
         self.progress.update(self.rollout, visible=False)

@@ -154,6 +154,8 @@ class Trainer:
 
         t0 = time.perf_counter()
         samples = samples_from_groups(groups, advantages, span_advantages, f"algorithm {self.algorithm.name!r}")
+        if progress:
+            progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
         learner_metrics = self.learner.step(samples)
         t_update = time.perf_counter() - t0
 
@@ -181,13 +183,13 @@ class Trainer:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
                 first.update({k.replace("eval/", "base/"): v for k, v in base.items()})
-            first.update(self.warm_start())
+            first.update(self.warm_start(progress))
         if self.tcfg.eval_before:
             first.update(self.evaluate(0, progress))
         if first:
             self.tracker.log(0, first)
 
-    def warm_start(self) -> dict[str, float]:
+    def warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
         """SFT on expert trajectories with the same learner (RFT-style cold start), then sync the engine."""
         from agentforge.training.sft import expert_dataset, run_sft_epochs, sft_steps
 
@@ -199,6 +201,11 @@ class Trainer:
         def on_step(step: int, metrics: dict[str, float]) -> None:
             last.update(metrics)
             console.print(f"  sft step {step}/{steps} · loss {metrics.get('loss', float('nan')):.4f}")
+            if progress and step < steps:
+                progress.phase(f"warm start: SFT step {step + 1}/{steps}")
+
+        if progress:
+            progress.phase(f"warm start: SFT step 1/{steps}")
 
         started = time.perf_counter()
         run_sft_epochs(self.cfg, self.learner, data, on_step)
@@ -232,6 +239,7 @@ class Trainer:
                     if self.tcfg.checkpoint_every and (
                         step % int(self.tcfg.checkpoint_every) == 0 or step == iterations
                     ):
+                        progress.phase("checkpoint")
                         self.save_checkpoint(step)
         except KeyboardInterrupt:
             self._say_how_to_resume()
