@@ -16,7 +16,8 @@ class RolloutEngine(Protocol):
     """Batch generation from token-id prompts, plus in-place weight updates.
 
     `interventions[i]` (or None) applies to prompt i only; forced tokens come back marked in
-    `Completion.forced_mask`.
+    `Completion.forced_mask`. With `sampling.uncertainty`, every completion carries per-token `entropy` and
+    `top_prob` from the raw logits (`interventions.next_token_uncertainty`); both are None otherwise.
     """
 
     tokenizer: Any

@@ -5,7 +5,8 @@ Conventions shared with the vLLM engine, so either can feed the learner:
   `text` is their decoding (special tokens skipped), cut right after the first stop string, as vLLM does with
   `include_stop_str_in_output=True`;
 - log-probs are log-softmax of the model's raw logits (before penalties, temperature, top-k/p and
-  interventions), i.e. vLLM's default `raw_logprobs`;
+  interventions), i.e. vLLM's default `raw_logprobs`; with `SamplingConfig.uncertainty`, each token's entropy
+  and top probability come from the same raw logits (`generate`'s `output_logits`);
 - processing order is vLLM's: interventions, repetition penalty (prompt + output), presence penalty (output),
   then temperature, top-k, top-p.
 Prompts are left-padded; the attention mask is built from prompt lengths, never from pad ids, because SmolLM2's
@@ -21,25 +22,38 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from agentforge.engines import EngineRng
-from agentforge.engines.interventions import Intervention, InterventionSpec, build_intervention
+from agentforge.engines.interventions import (
+    Intervention,
+    InterventionSpec,
+    build_intervention,
+    next_token_uncertainty,
+)
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.types import Completion, SamplingConfig
 
 
 class InterventionLogitsProcessor(LogitsProcessor):
-    """HF adapter for interventions: row r of the padded batch runs `interventions[r]` (or nothing)."""
+    """HF adapter for interventions: row r of the padded batch runs `interventions[r]` (or nothing).
+
+    Rows whose intervention `wants_uncertainty` get their entropy/top-prob computed in one batched pass first.
+    """
 
     def __init__(self, interventions: Sequence[Intervention | None], prompt_width: int) -> None:
         self.interventions = list(interventions)
         self.prompt_width = prompt_width
+        self.measured = [r for r, i in enumerate(self.interventions) if i is not None and i.wants_uncertainty]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        values: dict[int, tuple[float, float]] = {}
+        if self.measured:
+            entropy, top_prob = next_token_uncertainty(scores[self.measured])
+            values = dict(zip(self.measured, zip(entropy.tolist(), top_prob.tolist(), strict=True), strict=True))
         # generate() keeps this very tensor as the step's raw logits (`output_logits`): never modify it in place
         scores = scores.clone()
         for row, intervention in enumerate(self.interventions):
             if intervention is not None:
-                intervention.step(input_ids[row, self.prompt_width :].tolist(), scores[row])
+                intervention.step(input_ids[row, self.prompt_width :].tolist(), scores[row], values.get(row))
         return scores
 
 
@@ -193,13 +207,28 @@ class HFEngine:
         new_tokens = out.sequences[:, width:].cpu()
         logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # raw logits: before any processor
         token_logprobs = logprobs.gather(-1, new_tokens.to(logprobs.device)[..., None])[..., 0].cpu()
+        entropy: list[list[float] | None] = [None] * len(prompts)
+        top_prob: list[list[float] | None] = [None] * len(prompts)
+        if sampling.uncertainty:
+            # from the same raw logits, step by step: one batch-wide pass per step keeps temporaries at (batch, vocab)
+            steps = [next_token_uncertainty(step_logits) for step_logits in out.logits]
+            entropy = torch.stack([h for h, _ in steps], dim=1).cpu().tolist()
+            top_prob = torch.stack([p for _, p in steps], dim=1).cpu().tolist()
         return [
-            self._completion(new_tokens[row].tolist(), token_logprobs[row].tolist(), stops, live[row])
+            self._completion(
+                new_tokens[row].tolist(), token_logprobs[row].tolist(), stops, live[row], entropy[row], top_prob[row]
+            )
             for row in range(len(prompts))
         ]
 
     def _completion(
-        self, ids: list[int], logprobs: list[float], stops: list[str], intervention: Intervention | None
+        self,
+        ids: list[int],
+        logprobs: list[float],
+        stops: list[str],
+        intervention: Intervention | None,
+        entropy: list[float] | None = None,
+        top_prob: list[float] | None = None,
     ) -> Completion:
         finish = "length"
         eos_at = next((i for i, t in enumerate(ids) if t in self.eos_ids), None)
@@ -214,7 +243,13 @@ class HFEngine:
             text = text[:end] if end is not None else text
         forced = intervention.forced_mask(len(ids)) if intervention is not None else [False] * len(ids)
         return Completion(
-            token_ids=ids, logprobs=logprobs[: len(ids)], text=text, finish_reason=finish, forced_mask=forced
+            token_ids=ids,
+            logprobs=logprobs[: len(ids)],
+            text=text,
+            finish_reason=finish,
+            forced_mask=forced,
+            entropy=entropy[: len(ids)] if entropy is not None else None,
+            top_prob=top_prob[: len(ids)] if top_prob is not None else None,
         )
 
     def _first_stop_token(self, ids: list[int], stops: list[str]) -> int:

@@ -3,12 +3,13 @@
 In-process (`in_process=True`, the default) the engine core runs in this process: it starts in ~5 s on CPU,
 weights can be pushed as tensors, and decoding interventions work (their logits processor shares this process).
 Multiprocess mode (`in_process=False`) needs `LLM(...)` under `if __name__ == "__main__":`, pushes weights
-through a safetensors file in /dev/shm, and refuses interventions.
+through a safetensors file in /dev/shm, and refuses interventions and per-token uncertainty.
 
 Conventions (shared with the HF engine): token ids are exactly the sampled ids, including EOS or the token that
 completed a stop string (`include_stop_str_in_output=True`, so `text` ends with the stop string, as vLLM cuts it
 right after the stop string); log-probs are vLLM's default raw log-probs (before penalties, temperature and
-interventions).
+interventions); with `SamplingConfig.uncertainty`, each token's entropy and top probability come from the same raw
+logits, recorded by `VLLMInterventionProcessor`.
 
 vLLM surprises this module routes around (see FACTS.md): creating the in-process engine reseeds the global RNGs
 (restored here; the engine samples from its own `EngineRng` stream) and replaces `torch.set_num_threads` with a
@@ -32,10 +33,12 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 from agentforge.engines import EngineRng, preserved_global_rng
 from agentforge.engines.interventions import (
     EXTRA_ARGS_KEY,
-    Intervention,
+    DecodingHooks,
     InterventionSpec,
+    UncertaintyRecord,
     build_intervention,
     lookup_active,
+    next_token_uncertainty,
     register_active,
     release_active,
 )
@@ -45,14 +48,21 @@ from agentforge.types import Completion, SamplingConfig
 
 
 class VLLMInterventionProcessor(LogitsProcessor):
-    """vLLM adapter for interventions: tracks which persistent-batch row runs which request's intervention."""
+    """vLLM adapter for interventions and per-token uncertainty: tracks each persistent-batch row's request hooks.
+
+    Where it runs decides what it sees. vLLM's sampler applies, in order: the allowed-token mask and bad words,
+    the non-argmax-invariant processors (built-ins min_tokens and logit_bias, then this one), penalties,
+    temperature, min_p, top-k/p. The engine never sets allowed_token_ids, bad_words, min_tokens or logit_bias, so
+    the logits here are the model's raw ones (fp32), for greedy requests too.
+    """
 
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
-        # row -> (intervention, live output ids list of that request; vLLM appends to it in place)
-        self.rows: dict[int, tuple[Intervention, list[int]]] = {}
+        # row -> (hooks, live output ids list of that request; vLLM appends to it in place). Only requests that
+        # asked for something are here: the others cost apply() nothing.
+        self.rows: dict[int, tuple[DecodingHooks, list[int]]] = {}
 
     def is_argmax_invariant(self) -> bool:
-        return False  # forcing changes the argmax, so it must run for greedy requests too
+        return False  # forcing changes the argmax, so it must run for greedy requests too (and before temperature)
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if batch_update is None:
@@ -62,7 +72,7 @@ class VLLMInterventionProcessor(LogitsProcessor):
         for row, params, _prompt_ids, output_ids in batch_update.added:
             key = (params.extra_args or {}).get(EXTRA_ARGS_KEY)
             if key is None:
-                self.rows.pop(row, None)  # a request without an intervention may reuse the row
+                self.rows.pop(row, None)  # a request without hooks may reuse the row
             else:
                 self.rows[row] = (lookup_active(key), output_ids)
         for a, b, direction in batch_update.moved:
@@ -73,8 +83,24 @@ class VLLMInterventionProcessor(LogitsProcessor):
                 self.rows[a] = entry_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        for row, (intervention, output_ids) in self.rows.items():
-            intervention.step(output_ids, logits[row])
+        if not self.rows:
+            return logits
+        # Uncertainty first, from the rows before any forcing, in one pass over the rows that need it. The record
+        # is keyed by output position: a repeated call for a position (partial prefill) overwrites.
+        measured = sorted(row for row, (hooks, _) in self.rows.items() if hooks.measures_uncertainty)
+        values: dict[int, tuple[float, float]] = {}
+        if measured:
+            every_row = len(measured) == logits.shape[0] and measured[-1] == len(measured) - 1
+            block = logits if every_row else logits[torch.tensor(measured, device=logits.device)]
+            entropy, top_prob = next_token_uncertainty(block)
+            for row, h, p in zip(measured, entropy.tolist(), top_prob.tolist(), strict=True):
+                hooks, output_ids = self.rows[row]
+                if hooks.uncertainty is not None:
+                    hooks.uncertainty.record(len(output_ids), h, p)
+                values[row] = (h, p)
+        for row, (hooks, output_ids) in self.rows.items():
+            if hooks.intervention is not None:
+                hooks.intervention.step(output_ids, logits[row], values.get(row))
         return logits
 
 
@@ -175,7 +201,9 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------------------------------- generation
 
-    def _params(self, sampling: SamplingConfig, intervention_key: str | None) -> SamplingParams:
+    def _params(self, sampling: SamplingConfig, hooks_key: str | None) -> SamplingParams:
+        # Keep allowed_token_ids, bad_words, min_tokens and logit_bias unset: vLLM applies them before our
+        # processor, which would then no longer see raw logits (see VLLMInterventionProcessor).
         return SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -188,7 +216,7 @@ class VLLMEngine:
             logprobs=0,
             detokenize=True,
             skip_special_tokens=True,
-            extra_args={EXTRA_ARGS_KEY: intervention_key} if intervention_key else None,
+            extra_args={EXTRA_ARGS_KEY: hooks_key} if hooks_key else None,
         )
 
     def generate(
@@ -214,7 +242,13 @@ class VLLMEngine:
             raise AgentforgeError(
                 "decoding interventions need the in-process vLLM engine (engine option in_process=True)"
             )
-        keys = [register_active(i) if i is not None else None for i in live]
+        if sampling.uncertainty and not self.in_process:
+            raise AgentforgeError(
+                "per-token uncertainty (SamplingConfig.uncertainty) is recorded by a logits processor that needs the "
+                "in-process vLLM engine: set engine option in_process=True, or use engine=hf"
+            )
+        hooks = [DecodingHooks(i, UncertaintyRecord() if sampling.uncertainty else None) for i in live]
+        keys = [register_active(h) if h.active else None for h in hooks]
         try:
             with self.rng.active():
                 outputs = self.llm.generate(
@@ -226,15 +260,25 @@ class VLLMEngine:
             for key in keys:
                 if key is not None:
                     release_active(key)
-        return [self._completion(out.outputs[0], intervention) for out, intervention in zip(outputs, live, strict=True)]
+        return [self._completion(out.outputs[0], h) for out, h in zip(outputs, hooks, strict=True)]
 
     @staticmethod
-    def _completion(output: Any, intervention: Intervention | None) -> Completion:
+    def _completion(output: Any, hooks: DecodingHooks) -> Completion:
         ids = list(output.token_ids)
         logprobs = [output.logprobs[i][token].logprob for i, token in enumerate(ids)]
+        intervention = hooks.intervention
         forced = intervention.forced_mask(len(ids)) if intervention is not None else [False] * len(ids)
+        entropy, top_prob = hooks.uncertainty.lists(len(ids)) if hooks.uncertainty is not None else (None, None)
         finish = output.finish_reason if output.finish_reason in ("stop", "length") else str(output.finish_reason)
-        return Completion(token_ids=ids, logprobs=logprobs, text=output.text, finish_reason=finish, forced_mask=forced)
+        return Completion(
+            token_ids=ids,
+            logprobs=logprobs,
+            text=output.text,
+            finish_reason=finish,
+            forced_mask=forced,
+            entropy=entropy,
+            top_prob=top_prob,
+        )
 
     # ---------------------------------------------------------------------------------------------- weights
 

@@ -5,6 +5,10 @@ hidden in a function is still two modules that cannot be understood apart)."""
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -103,16 +107,18 @@ def test_top_level_of_the_package_stays_small():
 def test_an_installed_wheel_finds_its_config_and_recipes_without_a_checkout(tmp_path):
     """`pip install .` ships conf/ and recipes/ as agentforge.conf and agentforge.recipes: compose a recipe from the
     installed copy alone (python -S skips the editable install's finder; site-packages is added back by path)."""
-    import subprocess
-    import sys
-    import sysconfig
-
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(REPO),
+    source = tmp_path / "source"  # a copy: building in the checkout would leave build/ and *.egg-info behind
+    for name in ("agentforge", "conf", "recipes"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source),
                     "-w", str(tmp_path / "wheel")], check=True, capture_output=True, cwd=tmp_path)
     wheel = next((tmp_path / "wheel").glob("agentforge-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "site"),
                     str(wheel)], check=True, capture_output=True)
-    code = ("import agentforge, agentforge.config as c, agentforge.training.trainer, agentforge.evaluation.evaluate; cfg = c.compose_config(['recipe=tjpo_sokoban']); "
+    code = ("import agentforge, agentforge.config as c, agentforge.training.trainer, agentforge.evaluation.evaluate; "
+            "cfg = c.compose_config(['recipe=tjpo_sokoban']); "
             "print(agentforge.__file__, cfg.algorithm.name, cfg.trainer.group_size)")
     env = {"PYTHONPATH": f"{tmp_path / 'site'}:{sysconfig.get_paths()['purelib']}", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
