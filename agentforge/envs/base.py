@@ -7,10 +7,26 @@ from typing import Any, Protocol, runtime_checkable
 from agentforge.registry import Registry
 from agentforge.types import Observation, StepResult, Task
 
+EXECUTABLE = "executable"  # the StepResult.info key that says whether the env carried the action out
+
 
 @runtime_checkable
 class Env(Protocol):
-    """A text environment. Deterministic given the task (seed) and the actions, so episodes can be replayed."""
+    """A text environment. Deterministic given the task (seed) and the actions, so episodes can be replayed.
+
+    Two optional declarations serve replay and branching (`agentforge.envs.replay`) and crash recovery:
+
+    * `info["executable"]` (bool) on every `StepResult`: False when the env did not carry the action out, so the
+      state is what it was (the step may still count against the step limit). Every bundled env sets it: ALFWorld
+      when the engine answers "Nothing happens." (and the intervention env when it rejects a command naming an
+      unavailable location), Sokoban for a move into a wall or an unpushable box, WebShop for a click the page
+      does not offer or a search off the search page, ScienceWorld for input the simulator cannot parse (and the
+      refused `reset task`), search QA for text that is neither `search[...]` nor `answer[...]`. An env that does
+      not set the key is read as executing every action (`action_executable`).
+    * `replayable` (class or instance attribute, default True): False when the same task and actions can reach
+      different states (unseeded randomness, a live service, a user in the loop). Replaying on such an env is an
+      error that names it; `replay_note` (str, optional) says why it cannot replay.
+    """
 
     def reset(self, task: Task) -> Observation: ...
 
@@ -27,3 +43,13 @@ def make_env(name: str, options: dict[str, Any] | None = None) -> Env:
     import agentforge.envs  # noqa: F401  (registers the built-in envs)
 
     return ENVS.get(name)(**(options or {}))
+
+
+def action_executable(result: StepResult) -> bool:
+    """Whether the env carried out the step's action; envs that do not say are taken to execute every action."""
+    return bool(result.info.get(EXECUTABLE, True))
+
+
+def is_replayable(env: Any) -> bool:
+    """Whether an env (or env class) declares that replaying a task's actions reproduces its episode."""
+    return bool(getattr(env, "replayable", True))

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentforge.envs._gym_sokoban import GENERATOR_LOCK, room_utils
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Observation, StepResult, Task
 
@@ -235,7 +235,11 @@ def _room_dims(dim_room: Sequence[int]) -> tuple[int, int]:
 
 @ENVS.register("sokoban")
 class SokobanEnv:
-    """Push every box (X) onto a target (O). Deterministic given the task seed and the actions."""
+    """Push every box (X) onto a target (O). Deterministic given the task seed and the actions.
+
+    `info["executable"]` (= gym-sokoban's `action_is_effective`) is False for a move into a wall or into a box that
+    cannot be pushed: the step counts, the position stays.
+    """
 
     def __init__(
         self,
@@ -292,6 +296,7 @@ class SokobanEnv:
         self.done = won or self.steps_taken >= self.max_steps
         info: dict[str, Any] = {
             "action_is_effective": outcome.moved_player,
+            EXECUTABLE: outcome.moved_player,  # a move into a wall or an unpushable box changes nothing
             "boxes_on_target": after.boxes_on_target,
             "player_pos": after.player,
             "moved_box": outcome.moved_box,

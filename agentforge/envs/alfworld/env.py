@@ -5,7 +5,9 @@ admissible actions are the engine's admissible commands without `help` (as verl-
 reward is 1 when the game is won, else 0; the episode ends on a win or after `max_steps` steps (50, the papers'
 limit). The anchor (GiGPO's state key) is the raw observation text. `info` carries what analysis and TJPO's
 descriptors need: the task type, the action type of each step, the receptacle reached by a `go to` and the
-locations reached so far. Episodes are deterministic: the same game and actions give the same texts.
+locations reached so far; `executable` is False when the engine answers "Nothing happens." (a command it cannot
+carry out: not admissible here, e.g. `go to` the current location). Episodes are deterministic: the same game and
+actions give the same texts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from agentforge.envs.alfworld.games import GameRecord, GameSet, parse_task_types
 from agentforge.envs.alfworld.task_types import short_name
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.errors import ConfigError
 from agentforge.types import Observation, StepResult, Task
 
@@ -30,6 +32,7 @@ _VERBS: tuple[tuple[str, str], ...] = (
     ("examine ", "examine"),
 )
 HIDDEN_COMMANDS = frozenset({"help"})
+NOTHING_HAPPENS = "Nothing happens."  # the engine's answer to a command it cannot carry out (state unchanged)
 
 
 def action_type(action: str) -> str:
@@ -118,6 +121,7 @@ class AlfWorldEnv:
             "game_id": episode.game.game_id,
             "action_type": kind,
             "action_admissible": admissible,
+            EXECUTABLE: self._state.feedback.strip() != NOTHING_HAPPENS,
             "location": reached,
             "location_category": location_category(reached) if reached else None,
             "current_location": episode.location,

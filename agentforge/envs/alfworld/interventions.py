@@ -14,7 +14,8 @@ initially navigable `countertop N`); the game is also solvable without them (see
 
 `info` keeps everything `AlfWorldEnv` reports (TJPO's descriptors read `action_type` and `location_category`), plus
 `forbidden_visit`, `violations`, `rejected`, `disruption_revealed`, `case_id` and `condition` in every condition.
-A rejected step reports the attempted command's `action_type` (the agent's behaviour) and no location reached.
+A rejected step reports the attempted command's `action_type` (the agent's behaviour), no location reached and
+`executable` False; otherwise `executable` is the game's own (False on "Nothing happens.").
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 from agentforge.envs.alfworld.env import AlfWorldEnv, action_type
 from agentforge.envs.alfworld.games import GameRecord, GameSet
 from agentforge.envs.alfworld.intervention_cases import InterventionCase, load_cases
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.errors import ConfigError
 from agentforge.tasks import SPLIT_SEED_BASE
 from agentforge.types import Observation, StepResult, Task, Trajectory
@@ -148,6 +149,7 @@ class DisruptionRule:
             "action_type": action_type(command), "action_admissible": was_admissible, "location": None,
             "location_category": None, "forbidden_visit": False, "violations": 0, "rejected": True,
             "blocked_location": blocked, "replaced_by": REPLACEMENT_ACTION, "disruption_revealed": True,
+            EXECUTABLE: False,  # the command was not carried out (`look` ran in its place)
         }
         return _with_info(result, _shown(shown, text, shown.admissible), info)
 

@@ -26,6 +26,8 @@ and the inventory on each call (half the step time, FACTS): that list is fetched
 - Determinism: the simulator iterates hash sets of objects, so by default (`deterministic: true`) its JVM runs
   with constant identity hash codes (`jvm.py`); then the same (task, variation, actions) gives the same
   observations in any JVM, whatever it played before, which replaying episodes after a worker restart relies on.
+  With `deterministic: false` the env declares `replayable = False` (replay and branching refuse it).
+- `info["executable"]` is False exactly when `info["invalid_action"]` is True (unparsed input, `reset task`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.envs.scienceworld.jvm import jvm_alive, jvm_pid, resolve_java_options, start_simulator, stop_simulator
 from agentforge.envs.scienceworld.tasks import pick_task, resolve_simplifications, resolve_task_names
 from agentforge.envs.scienceworld.text import observation_text
@@ -73,6 +75,9 @@ class ScienceWorldEnv:
         self.max_steps = max_steps
         self.admissible = bool(admissible)
         self.java_options = resolve_java_options(java_options, deterministic)
+        # without constant hash codes the simulator's object order, and so its texts, can differ between runs
+        self.replayable = bool(deterministic)
+        self.replay_note = "" if deterministic else "it runs with deterministic: false; set env.deterministic=true"
         self.server_path = server_path
         self._simulator: Any = None
         self.task_name: str | None = None
@@ -202,6 +207,7 @@ class ScienceWorldEnv:
             "steps": self.steps_taken,
             "moves": int(server.getNumMoves()),
             "invalid_action": invalid,
+            EXECUTABLE: not invalid,
             "ambiguous": ambiguous,
             "failed": failed,
             "initial_score": self.initial_score,

@@ -3,7 +3,8 @@
 Actions: `search[<query>]` shows the top-k passages (Search-R1's `Doc i(Title: …) …` inside
 `<information>…</information>`); `answer[<text>]` ends the episode with reward 1 on an exact match (normalised:
 lowercase, no punctuation or articles) with a golden answer, else 0. The episode also ends, unpaid, after
-`max_turns` actions. Any other text is an invalid no-op that costs a turn (`info["invalid_action"]`).
+`max_turns` actions. Any other text is an invalid no-op that costs a turn (`info["invalid_action"]`, and
+`info["executable"]` False).
 Search-R1 writes `<search>…</search>` / `<answer>…</answer>`; agentforge's parser reads one action tag, so here the
 model writes `<action>search[…]</action>` or `<action>answer[…]</action>`, and `admissible` is always None.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.envs.search_qa.answer import exact_match
 from agentforge.envs.search_qa.data import Corpus, Passage, Question, load_corpus, load_questions
 from agentforge.errors import ConfigError
@@ -77,10 +78,12 @@ class SearchQAEnv:
             raise RuntimeError("this search_qa episode is over (done=True); call reset() before stepping again")
         self.turns_taken += 1
         parsed = parse_action(action)
-        info: dict[str, Any] = {"turns": self.turns_taken, "question_id": question.id, "invalid_action": False}
+        info: dict[str, Any] = {"turns": self.turns_taken, "question_id": question.id, "invalid_action": False,
+                                EXECUTABLE: True}
         reward, won = 0.0, False
         if parsed is None or not parsed[1]:
-            info.update(invalid_action=True, error=f"{action!r} is not an action; {ACTION_HELP}")
+            info.update({"invalid_action": True, EXECUTABLE: False,
+                         "error": f"{action!r} is not an action; {ACTION_HELP}"})
             text = f"Question: {question.question}\nInvalid action: {ACTION_HELP}."
         elif parsed[0] == "search":
             self.retrieved = self.corpus.search(parsed[1], self.top_k)

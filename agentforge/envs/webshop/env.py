@@ -4,8 +4,9 @@ Actions are `search[<query>]` (on the search page) and `click[<button | asin | o
 on the search page the query is free text, so `admissible` is None there (the agent loop then passes any action
 through and this env validates it); on every other page it is the list of `click[...]` actions of that page.
 An action the page does not offer is a no-op that costs a step: the page comes back prefixed with
-`Invalid action: …` and `info["invalid_action"]` is True. Selected options are remembered per item (through its
-sub pages and when coming back to it) until the next search, which clears them like the original's session.
+`Invalid action: …`, `info["invalid_action"]` is True and `info["executable"]` False. Selected options are
+remembered per item (through its sub pages and when coming back to it) until the next search, which clears them
+like the original's session.
 Only `click[buy now]` pays: the reward of `reward.py`, `info["task_score"] = 10·R`, `won` iff R == 1.
 
 The anchor (GiGPO's state key) is the page text plus the options chosen on the current item, which the simple
@@ -17,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentforge.envs.base import ENVS
+from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.envs.webshop.data import Catalog, Goal, Product, load_catalog
 from agentforge.envs.webshop.pages import (
     BACK_TO_SEARCH,
@@ -101,7 +102,8 @@ class WebShopEnv:
         parsed = parse_action(action)
         error = self._act(parsed) if parsed is not None else (
             f"{action!r} is not an action; write search[<query>] or click[<button>]")
-        info: dict[str, Any] = {"steps": self.steps_taken, "page": self.page.name, "invalid_action": bool(error)}
+        info: dict[str, Any] = {"steps": self.steps_taken, "page": self.page.name, "invalid_action": bool(error),
+                                EXECUTABLE: not error}
         reward, won = 0.0, False
         if self._last_reward is not None:
             reward, won = self._last_reward.reward, self._last_reward.reward == 1.0
