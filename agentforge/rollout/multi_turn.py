@@ -13,6 +13,7 @@ from typing import Any
 
 from agentforge.agent.parsing import ParsedResponse, parse_response
 from agentforge.agent.prompts import HistoryEntry
+from agentforge.envs.replay import ReplayResult
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.rollout.hooks import MAX_TURN_ATTEMPTS, RolloutHooks
 from agentforge.rollout.workflow import (
@@ -23,7 +24,7 @@ from agentforge.rollout.workflow import (
     RolloutResult,
     RolloutWorkflow,
 )
-from agentforge.types import Completion, Group, LossRole, Observation, Span, Task, Trajectory, Turn
+from agentforge.types import Completion, Group, LossRole, Span, Task, Trajectory, Turn
 
 
 class MultiTurnWorkflow(RolloutWorkflow):
@@ -62,24 +63,26 @@ class MultiTurnWorkflow(RolloutWorkflow):
 
     # ------------------------------------------------------------------------------------------------ start
     def _start(self, ctx: RolloutContext, plans: list[EpisodePlan]) -> list[Episode]:
+        """Reset one env per plan; a plan with a prefix starts where its replayed actions lead (branching), with
+        those steps in its history window."""
         t0 = time.perf_counter()
         tasks = [plan.task for plan in plans]
         if any(plan.prefix for plan in plans):
             starts = ctx.pool.reset_with_prefixes(tasks, [list(plan.prefix) for plan in plans])
             observations = [start.observation for start in starts]
-            histories = [[HistoryEntry(s.observation.text, s.action) for s in _before_each_step(start)]
-                         for start in starts]
-            ctx.stats.env_steps += sum(len(plan.prefix) for plan in plans)
+            histories = [prefix_history(start) for start in starts]
+            ended = [start.done for start in starts]
+            ctx.stats.env_steps += sum(len(start.steps) for start in starts)
         else:
             observations = ctx.pool.reset(tasks)
-            histories = [[] for _ in plans]
+            histories, ended = [[] for _ in plans], [False] * len(plans)
         ctx.stats.env_seconds += time.perf_counter() - t0
         episodes = []
-        for slot, (plan, observation, history) in enumerate(zip(plans, observations, histories, strict=True)):
+        for slot, plan in enumerate(plans):
             trajectory = Trajectory(task=plan.task, rollout_index=plan.rollout_index, meta=dict(plan.meta))
             if plan.prefix:
                 trajectory.meta["prefix"] = list(plan.prefix)
-            episodes.append(Episode(slot, plan, trajectory, observation, history))
+            episodes.append(Episode(slot, plan, trajectory, observations[slot], histories[slot], done=ended[slot]))
         return episodes
 
     # ------------------------------------------------------------------------------------------------ turns
@@ -171,15 +174,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
                               "of attempts (e.g. T2PO's max_try)")
 
 
-def _before_each_step(start: Any) -> list[Any]:
-    """(observation before the step, action) for each replayed prefix step: what the history window shows."""
-
-    class _Seen:
-        def __init__(self, observation: Observation, action: str) -> None:
-            self.observation, self.action = observation, action
-
-    seen, before = [], start.initial_observation
-    for step in start.steps:
-        seen.append(_Seen(before, step.action))
-        before = step.observation
-    return seen
+def prefix_history(start: ReplayResult) -> list[HistoryEntry]:
+    """The history window's entries for replayed prefix steps: the observation each action was taken in."""
+    seen = [start.initial_observation, *(step.observation for step in start.steps)]
+    return [HistoryEntry(seen[i].text, step.action) for i, step in enumerate(start.steps)]

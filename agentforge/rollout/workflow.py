@@ -91,10 +91,11 @@ class RolloutContext:
             self.stats.extra_generations += len(completions)
         return completions
 
-    def render(self, episode: Episode, step: int) -> list[int]:
-        """The prompt ids of the episode's next turn (the template, its history window and notes)."""
+    def render(self, episode: Episode, turn: int) -> list[int]:
+        """The prompt ids of the episode's generated turn `turn` (1-based; the env step counts its replayed prefix
+        too): the template, its history window and notes."""
         return render_turn_prompt(self.template, self.tokenizer, self.config, episode.observation, episode.history,
-                                  step, episode.trajectory.task, episode.notes)
+                                  len(episode.plan.prefix) + turn, episode.trajectory.task, episode.notes)
 
 
 @dataclass(frozen=True)

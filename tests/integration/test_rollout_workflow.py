@@ -16,7 +16,7 @@ from agentforge.learner import samples_from_groups
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
-from agentforge.rollout.workflow import RolloutContext
+from agentforge.rollout.workflow import EpisodePlan, RolloutContext
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig, Span
 
@@ -185,3 +185,40 @@ def test_plain_hooks_reproduce_the_default_play(engine):
         groups, _ = play(engine, LocalEnvPool("sokoban", ENV_OPTIONS), AgentConfig(max_turns=2), tasks, 2, hooks=hooks)
         runs.append([(t.prompt_ids, t.response_ids) for g in groups for tr in g.trajectories for t in tr.turns])
     assert runs[0] == runs[1]
+
+
+class BranchFromExpert(RolloutHooks):
+    """Every episode starts after the first two moves of the BFS expert (branching from a mid-episode state)."""
+
+    name = "branch"
+
+    def __init__(self, prefixes):
+        self.prefixes = prefixes
+
+    def plan(self, tasks, group_size):
+        return [EpisodePlan(task, i, g, prefix=tuple(self.prefixes[g])) for g, task in enumerate(tasks)
+                for i in range(group_size)]
+
+
+def test_branching_episodes_start_after_their_replayed_prefix(engine):
+    from agentforge.envs.replay import replay
+    from agentforge.envs.sokoban import SokobanEnv
+    from agentforge.envs.sokoban_solver import expert_actions
+
+    solved = [(task, expert_actions(task, ENV_OPTIONS)) for task in TaskSampler("sokoban", "eval").sample(12)]
+    longer = [(task, actions) for task, actions in solved if actions and len(actions) >= 4][:2]
+    tasks, prefixes = [task for task, _ in longer], [actions[:2] for _, actions in longer]
+    config = AgentConfig(max_turns=2, history_length=2, sampling=SamplingConfig(max_new_tokens=8))
+    for pool in (LocalEnvPool("sokoban", ENV_OPTIONS), RayEnvPool("sokoban", ENV_OPTIONS, num_workers=2)):
+        ctx = RolloutContext(engine, pool, prompt_for("sokoban"), config)
+        result = MultiTurnWorkflow(BranchFromExpert(prefixes)).run(ctx, tasks, 2)
+        pool.close()
+        for task, prefix, group in zip(tasks, prefixes, result.groups, strict=True):
+            expected = replay(SokobanEnv(**ENV_OPTIONS), task, prefix)
+            for trajectory in group.trajectories:
+                assert trajectory.meta["prefix"] == prefix
+                first = trajectory.turns[0]
+                assert first.anchor == expected.observation.anchor  # the state after the prefix
+                shown = engine.tokenizer.decode(first.prompt_ids)
+                assert f"[Your action 1] {prefix[0]}" in shown and f"[Your action 2] {prefix[1]}" in shown
+        assert result.stats.env_steps >= 2 * 2 * len(prefixes[0])
