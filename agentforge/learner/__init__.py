@@ -3,15 +3,10 @@ in-process), LoRA through peft, weight export for the rollout engine, and checkp
 
 from __future__ import annotations
 
-from agentforge.learner.batch import (
-    TurnSample,
-    pack_micro_batches,
-    samples_from_groups,
-    samples_from_sft,
-    shard_by_tokens,
-)
+from agentforge.learner.batch import TurnSample, samples_from_groups, samples_from_sft
 from agentforge.learner.config import LearnerConfig, LoraSettings, LossSettings
 from agentforge.learner.group import Learner
+from agentforge.learner.packing import pack_micro_batches, shard_by_tokens
 
 __all__ = [
     "Learner",

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from agentforge.errors import AgentforgeError
 from agentforge.types import Group, LossRole, Span, Trajectory, Turn
@@ -139,82 +138,6 @@ def samples_from_sft(trajectories: Sequence[Trajectory]) -> list[TurnSample]:
 
 def total_loss_tokens(samples: Sequence[TurnSample]) -> int:
     return sum(s.num_loss_tokens for s in samples)
-
-
-def pack_micro_batches(samples: Sequence[TurnSample], micro_batch_tokens: int) -> list[list[int]]:
-    """Indices of `samples` grouped into micro-batches whose padded size (rows x longest row) stays within
-    `micro_batch_tokens`. Samples are sorted by length (longest first) so rows of similar length share a batch
-    and padding stays small. A sample longer than the budget becomes a micro-batch of its own (a sequence
-    cannot be split)."""
-    order = sorted(range(len(samples)), key=lambda i: samples[i].length, reverse=True)
-    batches: list[list[int]] = []
-    current: list[int] = []
-    current_max = 0
-    for i in order:
-        length = samples[i].length
-        new_max = max(current_max, length)
-        if current and (len(current) + 1) * new_max > micro_batch_tokens:
-            batches.append(current)
-            current, new_max = [], length
-        current.append(i)
-        current_max = new_max
-    if current:
-        batches.append(current)
-    return batches
-
-
-def shard_indices_by_tokens(samples: Sequence[TurnSample], num_shards: int) -> list[list[int]]:
-    """Indices of `samples` split across ranks so each gets about the same number of tokens (longest first, each
-    to the lightest shard). Every sample lands in exactly one shard; a shard may be empty when samples are few."""
-    shards: list[list[int]] = [[] for _ in range(num_shards)]
-    loads = [0] * num_shards
-    for i in sorted(range(len(samples)), key=lambda i: samples[i].length, reverse=True):
-        k = loads.index(min(loads))
-        shards[k].append(i)
-        loads[k] += samples[i].length
-    return shards
-
-
-def shard_by_tokens(samples: Sequence[TurnSample], num_shards: int) -> list[list[TurnSample]]:
-    """The samples themselves, sharded as `shard_indices_by_tokens` does."""
-    return [[samples[i] for i in shard] for shard in shard_indices_by_tokens(samples, num_shards)]
-
-
-def collate(samples: Sequence[TurnSample], device: torch.device | str = "cpu",
-            skip_prompts: bool = False) -> dict[str, torch.Tensor | int]:
-    """Right-padded tensors for one micro-batch. `targets`, `loss_mask`, `response_mask` (every response token,
-    forced ones included) and `old_logprobs` are shifted to the prediction positions: entry i belongs to token
-    `offset + i + 1`, predicted by the logits at position `offset + i`. `advantages` has one value per row.
-
-    `skip_prompts=True` starts those arrays at the first position that predicts a response token in any row
-    (`offset` = shortest prompt − 1) instead of 0: the learner then computes logits for those positions only
-    (agent turns carry long prompts and short responses, so this is most of a step's logits memory)."""
-    rows, width = len(samples), max(s.length for s in samples)
-    offset = min(s.prompt_len for s in samples) - 1 if skip_prompts else 0
-    input_ids = np.zeros((rows, width), np.int64)
-    attention = np.zeros((rows, width), np.int64)
-    mask = np.zeros((rows, width), bool)
-    response = np.zeros((rows, width), bool)
-    old = np.zeros((rows, width), np.float32)
-    for r, s in enumerate(samples):
-        input_ids[r, : s.length] = s.input_ids
-        attention[r, : s.length] = 1
-        mask[r, : s.length] = s.loss_mask
-        response[r, s.prompt_len: s.length] = True
-        old[r, : s.length] = s.old_logprobs
-    adv = np.asarray([s.advantage for s in samples], np.float32)
-    as_tensor = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
-    shifted = slice(offset + 1, None)
-    return {
-        "input_ids": as_tensor(input_ids),
-        "attention_mask": as_tensor(attention),
-        "targets": as_tensor(input_ids[:, shifted].copy()),
-        "loss_mask": as_tensor(mask[:, shifted].copy()),
-        "response_mask": as_tensor(response[:, shifted].copy()),
-        "old_logprobs": as_tensor(old[:, shifted].copy()),
-        "advantages": as_tensor(adv),
-        "offset": offset,
-    }
 
 
 def batch_statistics(samples: Sequence[TurnSample]) -> dict[str, float]:

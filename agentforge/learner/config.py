@@ -58,6 +58,7 @@ class LearnerConfig:
     grad_clip: float = 1.0
     micro_batch_tokens: int = 4096
     gradient_checkpointing: bool = False
+    share_prompts: bool = True  # samples with identical prompt ids: the prompt computed once (learner.packing)
     lora: LoraSettings = field(default_factory=LoraSettings)
     loss: LossSettings = field(default_factory=LossSettings)
     reduce_bucket_size: float = 2e7

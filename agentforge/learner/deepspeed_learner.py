@@ -32,13 +32,7 @@ import numpy as np
 import torch
 
 from agentforge.errors import AgentforgeError
-from agentforge.learner.batch import (
-    TurnSample,
-    batch_statistics,
-    collate,
-    pack_micro_batches,
-    total_loss_tokens,
-)
+from agentforge.learner.batch import TurnSample, batch_statistics, total_loss_tokens
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.lora import (
     adapted_weight_names,
@@ -46,6 +40,14 @@ from agentforge.learner.lora import (
     is_lora_parameter,
     merged_lora_weights,
     wrap_with_lora,
+)
+from agentforge.learner.packing import (
+    PackedBatch,
+    collate_packed,
+    pack_micro_batches,
+    packed_logits,
+    padding_batch,
+    token_logprobs,
 )
 
 log = logging.getLogger(__name__)
@@ -221,7 +223,7 @@ class DeepSpeedLearnerRank:
 
     def _train_step(self, samples: list[TurnSample], sft: bool, lr: float | None = None) -> dict[str, float]:
         start = time.perf_counter()
-        batches = pack_micro_batches(samples, self.config.micro_batch_tokens)
+        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
         local_tokens = total_loss_tokens(samples)
         bad_input = not sft and not _inputs_finite(samples)
         num_batches, any_bad = (int(v) for v in self._all_reduce([len(batches), float(bad_input)], "max"))
@@ -238,8 +240,8 @@ class DeepSpeedLearnerRank:
         nonfinite = False
         for k in range(num_batches):
             self.engine.set_gradient_accumulation_boundary(k == num_batches - 1)
-            micro = [samples[i] for i in batches[k]] if k < len(batches) else [_padding_sample()]
-            loss, metrics, logits = self._micro_batch_loss(micro, per_rank_tokens, sft)
+            batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else padding_batch(self.device)
+            loss, metrics, logits = self._micro_batch_loss(batch, per_rank_tokens, sft)
             if not torch.isfinite(loss):
                 nonfinite = True  # keep the collectives in step with the other ranks; the update is discarded
                 loss = logits.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
@@ -277,15 +279,14 @@ class DeepSpeedLearnerRank:
             out["logprob_mismatch_max"] = mismatch_max
         return out
 
-    def _micro_batch_loss(self, micro: list[TurnSample], per_rank_tokens: float,
+    def _micro_batch_loss(self, batch: PackedBatch, per_rank_tokens: float,
                           sft: bool) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
         from agentforge.algorithms.losses import clipped_policy_loss
 
-        batch = collate(micro, self.device, skip_prompts=True)
-        mask = batch["loss_mask"]
+        mask = batch.loss_mask
         tokens = float(mask.sum())
-        logits = self._logits(self.engine, batch)
-        logp, entropy = token_logprobs(logits, batch["targets"], mask, with_entropy=True,
+        logits = packed_logits(self.engine, batch)
+        logp, entropy = token_logprobs(logits, batch.target, with_entropy=True,
                                        entropy_grad=not sft and self.config.loss.entropy_coef > 0)
         metrics: dict[str, float] = {"tokens": tokens}
         if sft:
@@ -296,35 +297,25 @@ class DeepSpeedLearnerRank:
         ref_logp = self._reference_logprobs(batch) if self.config.loss.kl_coef > 0 else None
         lc = self.config.loss
         loss, loss_metrics = clipped_policy_loss(
-            logp, batch["old_logprobs"], batch["advantages"], mask, eps_low=lc.eps_low, eps_high=lc.eps_high,
+            logp, batch.old_logprobs, batch.advantages, mask, eps_low=lc.eps_low, eps_high=lc.eps_high,
             ref_logp=ref_logp, kl_coef=lc.kl_coef, entropy=entropy, entropy_coef=lc.entropy_coef,
             num_tokens=per_rank_tokens)
         metrics["loss"] = float(loss.detach()) * per_rank_tokens / max(tokens, 1.0)
         metrics.update({k: v for k, v in loss_metrics.items() if k != "logprob_abs_diff"})
         metrics["logprob_mismatch"] = loss_metrics["logprob_abs_diff"]
         with torch.no_grad():
-            diff = (logp.detach().float() - batch["old_logprobs"]).abs()[mask]
+            diff = (logp.detach().float() - batch.old_logprobs).abs()[mask]
             metrics["logprob_mismatch_max"] = float(diff.max()) if diff.numel() else 0.0
         return loss, metrics, logits
 
-    @staticmethod
-    def _logits(model: Any, batch: dict[str, Any]) -> torch.Tensor:
-        """Logits at the positions `batch`'s shifted arrays cover (from `batch["offset"]` to the last but one), so
-        the vocabulary projection and its gradient are paid for where a target can carry loss, not for prompts."""
-        width = batch["input_ids"].shape[1]
-        keep = width - int(batch["offset"])
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
-                    logits_to_keep=keep)
-        return out.logits[:, -keep:-1]
-
-    def _reference_logprobs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _reference_logprobs(self, batch: PackedBatch) -> torch.Tensor:
         with torch.no_grad():
             if self.reference is not None:
-                logits = self._logits(self.reference, batch)
+                logits = packed_logits(self.reference, batch)
             else:  # LoRA: the base model is the reference
                 with self.engine.module.disable_adapter():
-                    logits = self._logits(self.engine.module, batch)
-            return token_logprobs(logits, batch["targets"], batch["loss_mask"])[0]
+                    logits = packed_logits(self.engine.module, batch)
+            return token_logprobs(logits, batch.target)[0]
 
     def _stage0_grad_norm(self) -> float | None:
         """The pre-clip gradient norm where DeepSpeed does not report one (fp32 without ZeRO: a plain torch
@@ -370,23 +361,20 @@ class DeepSpeedLearnerRank:
         """The learner's log-probs of each sample's response tokens (aligned with `response_ids`): the exact
         old log-probs when the engine's are not (bf16 engines), and the first-step reference in tests."""
         samples = list(samples)
-        batches = pack_micro_batches(samples, self.config.micro_batch_tokens)
+        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
         num_batches = int(self._all_reduce([float(len(batches))], "max")[0])
-        out: list[np.ndarray | None] = [None] * len(samples)
+        out = [np.zeros(s.length - s.prompt_len, np.float32) for s in samples]
         self.engine.eval()
         with torch.no_grad():
             for k in range(num_batches):
-                indices = batches[k] if k < len(batches) else []
-                micro = [samples[i] for i in indices] or [_padding_sample()]
-                batch = collate(micro, self.device, skip_prompts=True)
-                logits = self._logits(self.engine, batch)
-                logp = token_logprobs(logits, batch["targets"], batch["response_mask"])[0].cpu().numpy()
-                offset = int(batch["offset"])
-                for row, i in enumerate(indices):
-                    s = samples[i]
-                    out[i] = logp[row, s.prompt_len - 1 - offset: s.length - 1 - offset].copy()
+                batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else \
+                    padding_batch(self.device)
+                logp = token_logprobs(packed_logits(self.engine, batch), batch.target)[0].cpu().numpy()
+                if k < len(batches):
+                    for i, j, value in zip(batch.sample, batch.index, logp, strict=True):
+                        out[i][j] = value
         self.engine.train()
-        return out  # type: ignore[return-value]
+        return out
 
     # -------------------------------------------------------------------------------------------- export
 
@@ -491,35 +479,8 @@ class DeepSpeedLearnerRank:
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, select: torch.Tensor, with_entropy: bool = False,
-                   entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log p(target) per position, in fp32, from logits already aligned with their targets (position i predicts
-    token i+1); and, if asked, the next-token entropy (without gradient unless `entropy_grad`).
-
-    Only the `select`ed positions are computed (0 elsewhere): agent turns carry long prompts and short responses,
-    so the softmax over the vocabulary is paid for response tokens only.
-    """
-    picked = logits[select].float()  # [N, V]
-    log_z = torch.logsumexp(picked, dim=-1)
-    chosen = picked.gather(-1, targets[select].unsqueeze(-1)).squeeze(-1) - log_z
-    zeros = torch.zeros(targets.shape, dtype=torch.float32, device=logits.device)
-    logp = zeros.masked_scatter(select, chosen)
-    if not with_entropy:
-        return logp, None
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        entropy = log_z - (torch.softmax(picked, dim=-1) * picked).sum(-1)
-        return logp, zeros.masked_scatter(select, entropy)
-
-
 def _inputs_finite(samples: Sequence[TurnSample]) -> bool:
     return all(math.isfinite(s.advantage) and np.isfinite(s.old_logprobs[s.loss_mask]).all() for s in samples)
-
-
-def _padding_sample() -> TurnSample:
-    """A two-token sample without loss tokens: a rank with fewer micro-batches than the others runs these so
-    that every rank makes the same forward/backward calls (their gradients are zero)."""
-    return TurnSample(input_ids=np.zeros(2, np.int64), loss_mask=np.zeros(2, bool),
-                      old_logprobs=np.zeros(2, np.float32), advantage=0.0, prompt_len=1)
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

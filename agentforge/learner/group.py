@@ -18,9 +18,10 @@ import numpy as np
 import torch
 
 from agentforge.errors import AgentforgeError, ConfigError
-from agentforge.learner.batch import TurnSample, shard_by_tokens, shard_indices_by_tokens
+from agentforge.learner.batch import TurnSample
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.deepspeed_learner import TOKEN_MEAN_METRICS, DeepSpeedLearnerRank
+from agentforge.learner.packing import shard_by_tokens, shard_indices_by_tokens
 
 
 class Learner:
@@ -107,13 +108,13 @@ class Learner:
         return self._train("sft_step", samples, lr)
 
     def _train(self, method: str, samples: Sequence[TurnSample], *extra: Any) -> dict[str, float]:
-        shards = shard_by_tokens(list(samples), self.config.num_ranks)
+        shards = shard_by_tokens(list(samples), self.config.num_ranks, self.config.share_prompts)
         return aggregate_rank_metrics(self._call_all(method, per_rank_args=[(s, *extra) for s in shards]))
 
     def compute_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
         """The learner's log-probs of each sample's response tokens, in the order given."""
         samples = list(samples)
-        owners = shard_indices_by_tokens(samples, self.config.num_ranks)
+        owners = shard_indices_by_tokens(samples, self.config.num_ranks, self.config.share_prompts)
         results = self._call_all("compute_logprobs", per_rank_args=[([samples[i] for i in o],) for o in owners])
         out: list[np.ndarray] = [np.zeros(0)] * len(samples)
         for indices, logps in zip(owners, results, strict=True):

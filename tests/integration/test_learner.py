@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.learner import Learner, LearnerConfig, TurnSample, pack_micro_batches, samples_from_groups
-from agentforge.learner.batch import collate, shard_by_tokens
+from agentforge.learner.packing import collate_packed, row_length, shard_by_tokens
 from agentforge.types import Group, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.integration
@@ -65,11 +65,11 @@ def test_packing_respects_budget_and_covers_every_sample_once():
     samples = [make_sample(rng, int(rng.integers(1, 30)), int(rng.integers(1, 30)), 0.0) for _ in range(40)]
     for budget in (60, 128, 500):
         batches = pack_micro_batches(samples, budget)
-        assert sorted(i for b in batches for i in b) == list(range(len(samples)))
+        assert sorted(i for b in batches for row in b for i in row) == list(range(len(samples)))
         for b in batches:
-            assert len(b) * max(samples[i].length for i in b) <= budget
+            assert len(b) * max(row_length(samples, row) for row in b) <= budget
     oversized = [make_sample(rng, 50, 50, 0.0), *samples[:3]]
-    assert [0] in pack_micro_batches(oversized, 60)  # a sequence longer than the budget travels alone
+    assert [[0]] in pack_micro_batches(oversized, 60)  # a sequence longer than the budget travels alone
     shards = shard_by_tokens(samples, 3)
     assert sorted(id(s) for shard in shards for s in shard) == sorted(id(s) for s in samples)
     loads = [sum(s.length for s in shard) for shard in shards]
@@ -88,13 +88,55 @@ def test_loss_mask_excludes_prompt_and_forced_tokens():
     assert sample.loss_mask.tolist() == [False, False, False, True, False, False, True]
     assert sample.old_logprobs[3:].tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.4])
     assert sample.advantage == 0.5
-    batch = collate([sample])  # shifted: entry i is token i+1, predicted at position i
-    assert batch["targets"][0].tolist() == [12, 13, 21, 22, 23, 24]
-    assert batch["loss_mask"][0].tolist() == [False, False, True, False, False, True]
+    batch = collate_packed([sample], [[0]])  # response token j is predicted at position prompt_len - 1 + j
+    assert batch.target.tolist() == [21, 22, 23, 24] and batch.offset == 2
+    assert (batch.source + batch.offset).tolist() == [2, 3, 4, 5]
+    assert batch.loss_mask.tolist() == [True, False, False, True]
     with pytest.raises(ValueError, match="advantages for 2 turns"):
         samples_from_groups([group], np.array([0.5]))
     sft = TurnSample.for_sft([1, 2], [3, 4, 5], forced_mask=[False, True, False])
     assert sft.loss_mask.tolist() == [False, False, True, False, True] and sft.advantage == 1.0
+
+
+def shared_prompt_batch(seed: int = 0) -> list[TurnSample]:
+    """Three prompts with 3, 1 and 2 responses each (a group's first turns, and a lone later turn)."""
+    rng = np.random.default_rng(seed)
+    prompts = [rng.integers(0, VOCAB, n) for n in (9, 6, 12)]
+    out = []
+    for prompt, count, advantage in zip(prompts, (3, 1, 2), (1.0, -0.5, 0.25), strict=True):
+        for k in range(count):
+            response = rng.integers(0, VOCAB, 4 + 2 * k)
+            ids = np.r_[prompt, response]
+            out.append(TurnSample(input_ids=ids, loss_mask=np.r_[np.zeros(len(prompt), bool),
+                                                                   np.ones(len(response), bool)],
+                                  old_logprobs=np.zeros(len(ids), np.float32), advantage=advantage * (k + 1),
+                                  prompt_len=len(prompt)))
+    return out
+
+
+def test_a_shared_prompt_is_computed_once_and_changes_nothing(model_dir):
+    """Samples with identical prompts packed in one row (prompt once, responses attending to it and to themselves)
+    give the log-probs, loss, gradient norm and update of training them apart, and fewer tokens."""
+    samples = shared_prompt_batch()
+    rows = pack_micro_batches(samples, 1000)[0]
+    assert sorted(len(row) for row in rows) == [1, 2, 3]
+    assert sum(row_length(samples, row) for row in rows) < sum(s.length for s in samples)
+    results = {}
+    for share in (True, False):
+        batch = [TurnSample(s.input_ids.copy(), s.loss_mask.copy(), s.old_logprobs.copy(), s.advantage, s.prompt_len)
+                 for s in samples]
+        with Learner(model_dir, config(share_prompts=share, micro_batch_tokens=1000), in_process=True) as learner:
+            logprobs = learner.compute_logprobs(batch)
+            with_learner_logprobs(learner, batch)
+            metrics = learner.step(batch)
+            results[share] = (logprobs, metrics, weights(learner))
+    for a, b in zip(results[True][0], results[False][0], strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    assert results[True][1]["loss"] == pytest.approx(results[False][1]["loss"], abs=1e-6)
+    assert results[True][1]["grad_norm"] == pytest.approx(results[False][1]["grad_norm"], rel=1e-4)
+    for name, tensor in results[False][2].items():
+        diff = (results[True][2][name] - tensor).abs()
+        assert int((diff > 1e-5).sum()) <= max(1, tensor.numel() // 2000), name
 
 
 # ---------------------------------------------------------------------------------------------- one rank
@@ -193,13 +235,15 @@ def test_lora_export_reference_and_checkpoint_roundtrip(model_dir, tmp_path):
         expected_weights = weights(learner)
         changed = dict(learner.export_weights(only_changed=True))
         module = learner.rank0.engine.module
-        batch = collate(second)
+        batch = collate_packed(second, [[i] for i in range(len(second))])
         with torch.no_grad(), module.disable_adapter():
-            reference_logits = module(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            reference_logits = module(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                      position_ids=batch.position_ids).logits
 
     base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     with torch.no_grad():
-        base_logits = base(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        base_logits = base(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                           position_ids=batch.position_ids).logits
     torch.testing.assert_close(reference_logits, base_logits)  # adapters disabled = the base model
 
     # only the adapted modules (2 layers x q,k,v,o) change with LoRA
