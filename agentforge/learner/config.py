@@ -40,8 +40,9 @@ class LearnerConfig:
     """Everything the DeepSpeed learner needs besides the model path.
 
     `in_process=True` keeps the single rank in the driver process (CPU default); false runs ranks as Ray actors.
-    `micro_batch_tokens` bounds the *padded* size (rows x longest row) of one forward pass; one optimizer step
-    always covers every sample given to `step`, however many micro-batches that takes. `total_steps` is needed by
+    `micro_batch_tokens` bounds the *padded* size (rows x longest row) of one forward pass (a single turn longer
+    than it is a micro-batch of its own); one optimizer step always covers every sample given to `step`, however
+    many micro-batches that takes. `total_steps` is needed by
     the decaying schedules (`cosine`, `linear`). `backend=None` picks gloo on CPU and nccl on CUDA.
     """
 
@@ -56,7 +57,7 @@ class LearnerConfig:
     lr_schedule: str = "constant"
     total_steps: int | None = None
     grad_clip: float = 1.0
-    micro_batch_tokens: int = 4096
+    micro_batch_tokens: int = 1024
     gradient_checkpointing: bool = False
     share_prompts: bool = True  # samples with identical prompt ids: the prompt computed once (learner.packing)
     lora: LoraSettings = field(default_factory=LoraSettings)

@@ -378,9 +378,11 @@ class DeepSpeedLearnerRank:
 
     # -------------------------------------------------------------------------------------------- export
 
-    def export_weights(self, only_changed: bool = False) -> list[tuple[str, torch.Tensor]]:
-        """The policy's weights in HF checkpoint names (`model.layers.0...`), as new CPU tensors, on rank 0
-        (other ranks return []). With LoRA the adapted modules' weights are merged (W + scale·B·A);
+    def export_weights(self, only_changed: bool = False, copy: bool = True) -> list[tuple[str, torch.Tensor]]:
+        """The policy's weights in HF checkpoint names (`model.layers.0...`), as CPU tensors on rank 0 (other ranks
+        return []). With `copy=False` unchanged parameters come as views (no second copy of the weights; for a
+        consumer that copies them at once, like a weight push). With LoRA the adapted modules' weights are merged
+        (W + scale·B·A);
         `only_changed=True` returns just those (without LoRA every weight changes, so all are returned).
         Tied weights appear once (`lm_head.weight` tied to `model.embed_tokens.weight` is left out)."""
         module = self.engine.module
@@ -399,7 +401,9 @@ class DeepSpeedLearnerRank:
         for name, param in named:
             with gather([param]):
                 if keep:
-                    out.append((hf_name(name), param.detach().cpu().clone()))
+                    # ZeRO-3 frees a gathered parameter on leaving the block, so it is always copied
+                    tensor = param.detach().cpu()
+                    out.append((hf_name(name), tensor.clone() if copy or self.config.zero_stage == 3 else tensor))
         return out
 
     def _gather_context(self) -> Callable[[list[torch.nn.Parameter]], contextlib.AbstractContextManager]:

@@ -122,9 +122,9 @@ class Learner:
                 out[i] = logp
         return out
 
-    def export_weights(self, only_changed: bool = False) -> list[tuple[str, torch.Tensor]]:
+    def export_weights(self, only_changed: bool = False, copy: bool = True) -> list[tuple[str, torch.Tensor]]:
         """Rank 0's export in HF names (see `DeepSpeedLearnerRank.export_weights`); collective on all ranks."""
-        return self._call_all("export_weights", only_changed)[0]
+        return self._call_all("export_weights", only_changed, copy)[0]
 
     def save(self, path: str | os.PathLike[str]) -> None:
         self._call_all("save", str(Path(path).resolve()))

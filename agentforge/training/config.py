@@ -36,11 +36,6 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"agent.max_prompt_tokens + agent.sampling.max_new_tokens = {budget} exceeds engine.max_model_len="
             f"{max_len}; lower one or raise engine.max_model_len"
         )
-    if int(cfg.learner.micro_batch_tokens) < budget:
-        raise ConfigError(
-            f"learner.micro_batch_tokens={cfg.learner.micro_batch_tokens} is smaller than one turn can be ({budget} "
-            "tokens = agent.max_prompt_tokens + agent.sampling.max_new_tokens); raise it"
-        )
     if float(cfg.agent.sampling.temperature) != 1.0:
         import logging
 

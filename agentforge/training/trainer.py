@@ -38,6 +38,7 @@ from agentforge.tracking.tracker import RunTracker
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rng_state
 from agentforge.training.config import resolve_resume_dir, validate_train_config
 from agentforge.training.interrupt import critical
+from agentforge.training.summary import eval_row, summary_table, verdict
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -124,7 +125,8 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------ steps
     def _sync_weights(self) -> float:
         t0 = time.perf_counter()
-        self.engine.update_weights(self.learner.export_weights())
+        # the engine starts from the base weights and LoRA changes only the adapted modules: push just those
+        self.engine.update_weights(self.learner.export_weights(only_changed=True, copy=False))
         return time.perf_counter() - t0
 
     def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
@@ -261,21 +263,22 @@ class Trainer:
                                     f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}")
         evals = sorted(((k, v) for k, v in self.history.items() if k != "base"), key=lambda kv: int(kv[0]))
         summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
+        rows = []
         if "base" in self.history:
             summary["base"] = self.history["base"]
-            console.print(f"[bold]eval success rate before the warm start[/] "
-                          f"{self.history['base']['eval/success_rate']:.3f}")
+            rows.append(eval_row("model as given", self.history["base"]))
         if evals:
             summary["before"] = {"iteration": int(evals[0][0]), **evals[0][1]}
             summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}
+            warm = " (after the warm start)" if "base" in self.history and int(evals[0][0]) == 0 else ""
+            rows += [eval_row(f"iteration {k}{warm if k == '0' else ''}", v) for k, v in evals]
+        if rows:
+            summary["evals"] = rows
+            console.print(summary_table(rows))
+            if len(rows) > 1:
+                summary["verdict"] = verdict(rows[0], rows[-1])
+                console.print(summary["verdict"], highlight=False)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        if evals:
-            before, after = summary["before"], summary["after"]
-            console.print(
-                f"[bold]eval success rate[/] {before['eval/success_rate']:.3f} (iteration {before['iteration']}) → "
-                f"{after['eval/success_rate']:.3f} (iteration {after['iteration']}); mean return "
-                f"{before['eval/mean_return']:+.3f} → {after['eval/mean_return']:+.3f}"
-            )
         console.print(f"run dir: {self.run_dir}\ncurves: {plot}")
         return summary
 
