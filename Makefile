@@ -26,6 +26,9 @@ bench: setup
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/advantages.py
 	$(BIN)/python benchmarks/tjpo_credit.py
+	$(BIN)/python benchmarks/env_pool.py
+	$(BIN)/python benchmarks/dtype_matmul.py
+	$(BIN)/python benchmarks/dtype_vllm.py
 	$(BIN)/python benchmarks/rollout.py
 	$(BIN)/python benchmarks/train_step.py
 	$(BIN)/python benchmarks/learner_step.py

@@ -1,7 +1,11 @@
-"""Rollout throughput, vLLM vs HF engine, on the same Sokoban batch in one run (ratios, since machines are noisy).
+"""Rollout throughput and the agent loop's overhead, on the same tasks in one run (ratios, since machines are noisy).
 
-    python benchmarks/rollout.py [--tasks 8] [--group 4] [--model smollm2-135m] [--dtype auto]
+    python benchmarks/rollout.py [--tasks 8] [--group 4] [--model smollm2-135m] [--dtype auto] [--skip-alfworld]
 
+Runs: Sokoban with vLLM (Ray env pool and in-process pool) and with HF transformers (Ray pool); ALFWorld with vLLM
+(both pools). Reports per run generated tokens/s, episodes/s, env steps/s, and the agent-loop overhead: the rollout's
+wall time over the time spent generating its tokens (target <= 1.15x: the loop, prompt rendering, parsing and env
+steps should cost little beside generation); and the ratios vLLM/HF and Ray pool/in-process pool.
 `--dtype auto` (the default) is bf16 where the CPU computes it natively (AMX, AVX512-BF16), else fp32, as in a run.
 Writes benchmarks/results/rollout.json (with the hardware and the dtype used) and prints one summary line.
 """
@@ -22,24 +26,31 @@ from agentforge.tasks import TaskSampler
 RESULTS = Path(__file__).parent / "results"
 
 
-def run_engine(engine_name: str, args: argparse.Namespace) -> dict[str, float]:
+def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, tasks: int) -> dict[str, float]:
+    env_options = ["env.dim_room=[6,6]", "env.max_steps=20"] if env == "sokoban" else []
     cfg = compose_config([
-        f"model={args.model}", f"model.dtype={args.dtype}", f"engine={engine_name}", "env_pool.kind=ray",
-        f"agent.max_turns={args.turns}", f"agent.sampling.max_new_tokens={args.max_new_tokens}",
-        "agent.sampling.temperature=1.0",
+        f"model={args.model}", f"model.dtype={args.dtype}", f"engine={engine_name}", f"env={env}", *env_options,
+        f"env_pool.kind={pool_kind}", f"agent.max_turns={args.turns}", "agent.history_length=2",
+        f"agent.sampling.max_new_tokens={args.max_new_tokens}", "agent.sampling.temperature=1.0",
+        "engine.max_model_len=4096", "agent.max_prompt_tokens=3500",
     ])
     spec = build_model_spec(cfg)
     engine = build_engine(cfg, spec)
     pool = build_pool(cfg)
     try:
         ctx = build_rollout_context(cfg, engine, pool)
-        tasks = TaskSampler("sokoban", "eval").sample(args.tasks)
-        result = make_algorithm(cfg.algorithm).workflow("rollout").run(ctx, tasks, args.group)
+        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
+        sampled = TaskSampler(env, "eval").sample(tasks)
+        result = workflow.run(ctx, sampled, args.group)
     finally:
         pool.close()
         engine.close()
-    summary = rollout_summary(result.groups, result.stats, result.metrics)
-    summary["episodes_per_s"] = summary["episodes"] / result.stats.wall_seconds
+    stats = result.stats
+    summary = rollout_summary(result.groups, stats, result.metrics)
+    summary["episodes_per_s"] = summary["episodes"] / stats.wall_seconds
+    summary["generate_seconds"] = stats.generate_seconds
+    summary["env_seconds"] = stats.env_seconds
+    summary["agent_loop_overhead"] = stats.wall_seconds / max(stats.generate_seconds, 1e-9)
     summary["dtype"] = str(cfg.engine.dtype)
     return summary
 
@@ -47,25 +58,45 @@ def run_engine(engine_name: str, args: argparse.Namespace) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--alfworld-tasks", type=int, default=4)
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16")
+    parser.add_argument("--skip-alfworld", action="store_true")
     args = parser.parse_args()
-    results = {name: run_engine(name, args) for name in ("vllm", "hf")}
-    ratio_tok = results["vllm"]["generated_tokens_per_s"] / max(results["hf"]["generated_tokens_per_s"], 1e-9)
-    ratio_eps = results["vllm"]["episodes_per_s"] / max(results["hf"]["episodes_per_s"], 1e-9)
-    dtype = results["vllm"]["dtype"]
-    report = {"config": vars(args), "hardware": describe(dtype), "results": results,
-              "vllm_over_hf_tokens_per_s": ratio_tok, "vllm_over_hf_episodes_per_s": ratio_eps}
+    runs = {
+        "sokoban/vllm/ray": run("sokoban", "vllm", "ray", args, args.tasks),
+        "sokoban/vllm/local": run("sokoban", "vllm", "local", args, args.tasks),
+        "sokoban/hf/ray": run("sokoban", "hf", "ray", args, args.tasks),
+    }
+    if not args.skip_alfworld:
+        runs["alfworld/vllm/ray"] = run("alfworld", "vllm", "ray", args, args.alfworld_tasks)
+        runs["alfworld/vllm/local"] = run("alfworld", "vllm", "local", args, args.alfworld_tasks)
+
+    def ratio(a: str, b: str, key: str) -> float:
+        return runs[a][key] / max(runs[b][key], 1e-9)
+
+    ratios = {
+        "sokoban_vllm_over_hf_tokens_per_s": ratio("sokoban/vllm/ray", "sokoban/hf/ray", "generated_tokens_per_s"),
+        "sokoban_vllm_over_hf_episodes_per_s": ratio("sokoban/vllm/ray", "sokoban/hf/ray", "episodes_per_s"),
+        "sokoban_ray_over_local_env_steps_per_s": ratio("sokoban/vllm/ray", "sokoban/vllm/local", "env_steps_per_s"),
+    }
+    if not args.skip_alfworld:
+        ratios["alfworld_ray_over_local_env_steps_per_s"] = ratio("alfworld/vllm/ray", "alfworld/vllm/local",
+                                                                  "env_steps_per_s")
+    dtype = runs["sokoban/vllm/ray"]["dtype"]
+    report = {"config": vars(args), "hardware": describe(dtype), "results": runs, **ratios}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "rollout.json").write_text(json.dumps(report, indent=2))
+    overhead = " ".join(f"{name} {r['agent_loop_overhead']:.2f}x" for name, r in runs.items())
     print(
         f"rollout {args.tasks}x{args.group} {args.model} {dtype} [{report['hardware']['cpu_kind']}]: "
-        f"vllm {results['vllm']['generated_tokens_per_s']:.0f} tok/s {results['vllm']['episodes_per_s']:.2f} ep/s | "
-        f"hf {results['hf']['generated_tokens_per_s']:.0f} tok/s {results['hf']['episodes_per_s']:.2f} ep/s | "
-        f"ratio tok/s {ratio_tok:.2f}x ep/s {ratio_eps:.2f}x"
+        f"vllm {runs['sokoban/vllm/ray']['generated_tokens_per_s']:.0f} tok/s vs hf "
+        f"{runs['sokoban/hf/ray']['generated_tokens_per_s']:.0f} ({ratios['sokoban_vllm_over_hf_tokens_per_s']:.2f}x) "
+        f"| agent-loop overhead (wall/generate): {overhead} | env steps/s ray/local: "
+        + " ".join(f"{k.split('_')[0]} {v:.2f}x" for k, v in ratios.items() if "ray_over_local" in k)
     )
 
 

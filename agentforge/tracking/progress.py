@@ -20,6 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agentforge.rollout.workflow import ProgressCallback, RolloutStats
 
 console = Console(stderr=True)
+if not console.is_terminal:  # a log file: lines as wide as a table needs, not a terminal's default 80 columns
+    console = Console(stderr=True, width=140)
 
 _ROLLOUT_FIELDS = "{task.fields[turns]} turns · {task.fields[tok_s]:.0f} tok/s · {task.fields[env_s]:.0f} steps/s"
 

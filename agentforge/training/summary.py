@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 Z95 = 1.959964
@@ -55,7 +56,7 @@ def beyond_noise(first: dict[str, Any], last: dict[str, Any], key: str) -> bool:
 
 
 def summary_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="held-out eval", caption=EXPLANATION, caption_justify="left")
+    table = Table(title="held-out eval", caption=escape(EXPLANATION), caption_justify="left")
     for column in ("", "episodes", "success [95 %]", "valid format [95 %]", "mean return"):
         table.add_column(column, justify="left" if not column else "right")
     for row in rows:

@@ -276,8 +276,12 @@ class Trainer:
             summary["evals"] = rows
             console.print(summary_table(rows))
             if len(rows) > 1:
-                summary["verdict"] = verdict(rows[0], rows[-1])
-                console.print(summary["verdict"], highlight=False)
+                verdicts = [verdict(rows[0], rows[-1])]
+                if len(rows) > 2 and "base" in self.history:  # the RL part alone: after the warm start → the end
+                    verdicts.append(verdict(rows[1], rows[-1]))
+                summary["verdict"] = verdicts
+                for line in verdicts:
+                    console.print(line, highlight=False)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         console.print(f"run dir: {self.run_dir}\ncurves: {plot}")
         return summary

@@ -1,0 +1,64 @@
+"""`make demo`'s training run as a new user gets it: wall time, peak RSS of the training process, and what it learned.
+
+    python benchmarks/demo.py [--dtype auto] [extra overrides ...]
+
+Runs `agentforge train recipe=sokoban_demo` (after `make setup`; the time excludes installing) in a fresh process,
+samples its RSS every 0.5 s, and reads the run's summary (each eval with its 95 % interval). Writes
+benchmarks/results/demo_<dtype>.json (with the hardware) and prints one summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="auto", help="model.dtype: auto | float32 | bfloat16")
+    parser.add_argument("overrides", nargs="*", help="extra key=value overrides")
+    args = parser.parse_args()
+
+    import psutil
+
+    from agentforge.hardware import describe, resolve_dtype
+
+    run_dir = Path(tempfile.mkdtemp(prefix="agentforge-demo-")) / "run"
+    log = run_dir.parent / "log.txt"
+    command = [sys.executable, "-m", "agentforge.cli", "train", "recipe=sokoban_demo", f"model.dtype={args.dtype}",
+               "logger.wandb=false", f"hydra.run.dir={run_dir}", *args.overrides]
+    started = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        handle, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            try:
+                peak = max(peak, handle.memory_info().rss)
+            except psutil.Error:
+                break
+            time.sleep(0.5)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"the demo failed (exit {proc.returncode}); log: {log}\n{log.read_text()[-3000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = summary.get("evals", [])
+    dtype = resolve_dtype(args.dtype)[0]
+    report = {"command": command, "hardware": describe(dtype), "wall_seconds": wall, "peak_rss_gb": peak / 1e9,
+              "evals": rows, "verdict": summary.get("verdict"), "log": str(log)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"demo_{dtype}.json").write_text(json.dumps(report, indent=2))
+    evals = " → ".join(f"{r['name']} {r['success']:.0%} [{r['success_interval'][0]:.0%}, "
+                       f"{r['success_interval'][1]:.0%}] valid {r['valid_format']:.0%}" for r in rows)
+    print(f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB | "
+          f"{evals}")
+
+
+if __name__ == "__main__":
+    main()
