@@ -37,12 +37,15 @@ def main() -> None:
     started = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        handle, peak = psutil.Process(proc.pid), 0
+        handle, peak, peak_total = psutil.Process(proc.pid), 0, 0
         while proc.poll() is None:
             try:
-                peak = max(peak, handle.memory_info().rss)
+                rss = handle.memory_info().rss
+                children = sum(c.memory_info().rss for c in handle.children(recursive=True) if c.is_running())
             except psutil.Error:
-                break
+                time.sleep(0.5)
+                continue
+            peak, peak_total = max(peak, rss), max(peak_total, rss + children)
             time.sleep(0.5)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
@@ -51,12 +54,14 @@ def main() -> None:
     rows = summary.get("evals", [])
     dtype = resolve_dtype(args.dtype)[0]
     report = {"command": command, "hardware": describe(dtype), "wall_seconds": wall, "peak_rss_gb": peak / 1e9,
+              "peak_rss_with_children_gb": peak_total / 1e9,
               "evals": rows, "verdict": summary.get("verdict"), "log": str(log)}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"demo_{dtype}.json").write_text(json.dumps(report, indent=2))
     evals = " → ".join(f"{r['name']} {r['success']:.0%} [{r['success_interval'][0]:.0%}, "
                        f"{r['success_interval'][1]:.0%}] valid {r['valid_format']:.0%}" for r in rows)
-    print(f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB | "
+    print(f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB "
+          f"({peak_total / 1e9:.2f} GB with its workers) | "
           f"{evals}")
 
 

@@ -32,7 +32,7 @@ def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, ta
         f"model={args.model}", f"model.dtype={args.dtype}", f"engine={engine_name}", f"env={env}", *env_options,
         f"env_pool.kind={pool_kind}", f"agent.max_turns={args.turns}", "agent.history_length=2",
         f"agent.sampling.max_new_tokens={args.max_new_tokens}", "agent.sampling.temperature=1.0",
-        "engine.max_model_len=4096", "agent.max_prompt_tokens=3500",
+        "agent.max_prompt_tokens=3500", *(["engine.max_model_len=4096"] if engine_name == "vllm" else []),
     ])
     spec = build_model_spec(cfg)
     engine = build_engine(cfg, spec)
