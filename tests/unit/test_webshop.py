@@ -13,10 +13,13 @@ import pytest
 from agentforge.agent.prompts import prompt_for
 from agentforge.envs.base import make_env
 from agentforge.envs.webshop import WebShopEnv, parse_action
-from agentforge.envs.webshop.data import BUNDLED_DATA_DIR, Goal, Product, load_catalog, parse_pricing
-from agentforge.envs.webshop.expert import expert_actions, plan
+from agentforge.envs.webshop.data import BUNDLED_DATA_DIR, Goal, Product, load_catalog, parse_pricing, price_tag
+from agentforge.envs.webshop.expert import expert_actions, option_clicks, plan
 from agentforge.envs.webshop.reward import (
+    COLOR_WORDS,
     attribute_matches,
+    fuzzy_match,
+    fuzzy_score,
     normalize_color,
     option_matches,
     purchase_reward,
@@ -126,14 +129,19 @@ def test_item_page_lists_options_title_price_and_buttons(env: WebShopEnv) -> Non
     expected = ["Instruction:", goal.instruction_text, "Back to Search", "< Prev"]
     for name, values in product.options.items():
         expected += [name, *values]
-    expected += [product.title, f"Price: {product.price_tag}", f"Rating: {product.rating}", "Description",
+    expected += [product.title, f"Price: {product.price_tag}", "Rating: N.A.", "Description",
                  "Features", "Reviews", "Buy Now"]
     assert result.observation.text == " [SEP] ".join(expected)
     admissible = result.observation.admissible
-    assert admissible[:2] == ["click[back to search]", "click[< prev]"] and admissible[-1] == "click[buy now]"
-    assert {f"click[{v}]" for values in product.options.values() for v in values} <= set(admissible)
+    # the original's order: buttons as on the page, then the option values
+    buttons = ["back to search", "< prev", "description", "features", "reviews", "buy now"]
+    values = list(dict.fromkeys(v for group in product.options.values() for v in group))
+    assert admissible == [f"click[{c}]" for c in buttons + values]
     features = env.step("click[features]").observation.text
     assert features.endswith(" [SEP] ".join(product.bullet_points))
+    env.step("click[< prev]")
+    reviews = env.step("click[reviews]").observation.text  # the original shows no reviews
+    assert reviews == f"Instruction: [SEP] {goal.instruction_text} [SEP] Back to Search [SEP] < Prev"
     assert env.step("click[< prev]").observation.text == result.observation.text
 
 
@@ -146,20 +154,23 @@ def test_paging_through_results(env: WebShopEnv) -> None:
     pages = [first]
     for _ in range(4):
         pages.append(env.step("click[next >]").observation)
-    assert "Page 5 (Total results: 50) [SEP] < Prev [SEP] B" in pages[-1].text  # last page: no Next >
-    assert "click[next >]" not in pages[-1].admissible
+    assert "Page 5 (Total results: 50) [SEP] < Prev [SEP] Next > [SEP] B" in pages[-1].text  # Next > always
     buttons = {"click[back to search]", "click[next >]", "click[< prev]"}
     shown = [a for page in pages for a in page.admissible if a not in buttons]
     assert len(shown) == len(set(shown)) == 50
+    empty = env.step("click[next >]").observation  # past the last page: an empty results page, as the original
+    assert empty.text.endswith("Page 6 (Total results: 50) [SEP] < Prev [SEP] Next >")
+    assert empty.admissible == ["click[back to search]", "click[< prev]", "click[next >]"]
+    env.step("click[< prev]")
     back = env.step("click[< prev]").observation
     assert back.text == pages[3].text
     env.reset(task(1))
-    env.step("search[free]")
+    first = env.step("search[free]").observation
     bad = env.step("click[< prev]")  # not offered on page 1
-    assert bad.info["invalid_action"] and "Page 1" in bad.observation.text
+    assert bad.info["invalid_action"] and bad.observation == first
 
 
-def test_options_persist_per_item_until_a_new_search(env: WebShopEnv) -> None:
+def test_options_are_cleared_whenever_the_results_page_is_shown(env: WebShopEnv) -> None:
     t, goal, product = goal_with_option(env)
     env.reset(t)
     actions = plan(env, goal)
@@ -171,17 +182,17 @@ def test_options_persist_per_item_until_a_new_search(env: WebShopEnv) -> None:
     assert env.chosen_options == {"color": other}
     assert chosen.text == item.text and chosen.anchor != item.anchor and other in chosen.anchor  # state changed
     env.step("click[description]")
-    env.step("click[< prev]")
-    assert env.chosen_options == {"color": other}
-    env.step("click[< prev]")  # back to the results, then the same item again
-    env.step(f"click[{goal.asin.lower()}]")
+    env.step("click[< prev]")  # a sub page and its < Prev keep the options
     assert env.chosen_options == {"color": other}
     env.step(f"click[{goal.options[0]}]")  # clicking another value of the group replaces it
     assert env.chosen_options == {"color": goal.options[0]}
-    env.step("click[back to search]")
-    env.step(f"search[{product.title}]")
+    env.step("click[< prev]")  # back to the results: the original's search_results clears the options
+    assert env.chosen_options == {}
     env.step(f"click[{goal.asin.lower()}]")
     assert env.chosen_options == {}
+    env.step(f"click[{other}]")
+    env.step(f"search[{product.title}]")  # a search from the item page: accepted, options cleared
+    assert env.page.name == "results" and env.chosen_options == {}
 
 
 # -- reward ---------------------------------------------------------------------------------------------------------
@@ -246,8 +257,7 @@ def test_attribute_matching_fuzzy_then_text() -> None:
 
 
 def test_option_matching_normalises_colours_and_counts_each_goal_option_once() -> None:
-    assert normalize_color("Navy Blue") == "blue" and normalize_color("light grey") == "grey"
-    assert normalize_color("standard") == "standard"  # whole words only
+    assert normalize_color("navy blue") == "blue" and normalize_color("light grey") == "grey"
     assert option_matches(["dark blue"], ["navy blue"]) == 1
     assert option_matches(["black"], ["navy blue"]) == 0
     assert option_matches(["black", "large"], ["black", "large", "x-small"]) == 2
@@ -287,20 +297,127 @@ def test_type_reward_rules() -> None:
     assert purchase_reward(make_product(title="Shampoo Bottle"), goal, [], lexicon).reward == 0.0
 
 
+# -- fidelity to the original's scoring (issue 15) ------------------------------------------------------------------
+@pytest.mark.parametrize(("a", "b"), [("x-large", "large"), ("gluten free", "gluten-free"),
+                                      ("long lasting", "Long Lasting"), ("7.5", "7")])
+def test_fuzzy_score_processes_like_thefuzz(a: str, b: str) -> None:
+    from rapidfuzz import fuzz
+
+    # thefuzz.fuzz.token_set_ratio gives 100 for each pair (punctuation → space, lower case, token subset)
+    assert fuzzy_score(a, b) == 100 and fuzzy_match(a, b)
+    assert fuzz.token_set_ratio(a, b) <= 85  # rapidfuzz without processing (the old call) scored them no match
+
+
+def test_fuzzy_score_rounds_to_an_integer_and_drops_latin1() -> None:
+    a, b = "x" * 23 + "abcd", "x" * 23 + "efgh"  # raw ratio 85.19: thefuzz rounds to 85, which is not > 85
+    assert fuzzy_score(a, b) == 85 and not fuzzy_match(a, b)
+    assert fuzzy_score("café", "cafe") == 86  # thefuzz drops "é" (U+00E9): "caf" vs "cafe" = 85.7 → 86
+    assert fuzzy_score("", "large") == 0
+
+
+def test_reward_and_expert_use_the_original_fuzzy_matching() -> None:
+    product = make_product(attributes=("gluten-free", "long lasting"))
+    assert attribute_matches(product, ["gluten free", "Long Lasting"]) == 2
+    assert option_matches(["x-large"], ["large"]) == 1 and option_matches(["7.5"], ["7"]) == 1
+    assert option_matches(["small"], ["large"]) == 0
+    choosy = make_product(options={"flavor": ("gluten free", "regular")})
+    assert option_clicks(choosy, make_goal(options=("gluten-free",))) == ["gluten free"]
+
+
+def test_colour_normalisation_is_the_originals() -> None:
+    assert {"alabaster", "christmas", "heather", "skull", "stonewash", "wheat"} <= set(COLOR_WORDS)
+    assert len(COLOR_WORDS) == len(set(COLOR_WORDS)) == 102
+    assert [normalize_color(o) for o in ("navy-blue", "a-black", "b-red")] == ["blue", "black", "red"]
+    assert option_matches(["navy-blue"], ["navy blue"]) == 1 and option_matches(["b-red"], ["red"]) == 1
+    assert option_matches(["a-black"], ["b-red"]) == 0
+    assert normalize_color("standard") == "tan"  # the original's plain substring test, kept for equal rewards
+    assert normalize_color("x-large") == "x-large"
+
+
+def test_items_show_no_rating_or_reviews_even_when_the_data_has_them(env: WebShopEnv) -> None:
+    raw = json.loads((BUNDLED_DATA_DIR / "items_shuffle_1000.json").read_text())
+    reviewed = {p["asin"] for p in raw if p.get("reviews") and p.get("average_rating")}
+    for seed in range(200):
+        env.reset(task(seed))
+        if env.goal.asin in reviewed:
+            break
+    actions = plan(env, env.goal)
+    for action in actions[: actions.index(f"click[{env.goal.asin.lower()}]") + 1]:
+        item = env.step(action).observation
+    assert "Rating: N.A." in item.text  # the original's loader leaves reviews and ratings out
+    reviews = env.step("click[reviews]").observation.text
+    assert reviews == f"Instruction: [SEP] {env.goal.instruction_text} [SEP] Back to Search [SEP] < Prev"
+
+
+def test_prices_render_as_the_original() -> None:
+    assert [price_tag(v) for v in ([12.99], [12.5], [100.0], [10.0, 20.0])] == [
+        "$12.99", "$12.5", "$100.0", "$10.0 to $20.0"]
+    assert price_tag(parse_pricing(None)) == "$100.0"
+
+
+def _real_data_folder(folder: Path, n_goals: int, lexicon: bool = False) -> Path:
+    products = [{"asin": f"B0000000{i:02d}", "name": f"Brand{i} Mug", "category": "home", "query": "mug",
+                 "product_category": "Home › Kitchen", "full_description": "", "small_description": [],
+                 "pricing": "$5.00", "customization_options": {}, "images": ["x"]} for i in range(10)]
+    per = -(-n_goals // len(products))
+    human = {p["asin"]: [{"instruction": f"mug {p['asin']} {k}", "instruction_attributes": ["mug"],
+                          "instruction_options": []} for k in range(per)] for p in products}
+    folder.mkdir()
+    (folder / "items_shuffle.json").write_text(json.dumps(products))
+    (folder / "items_ins_v2.json").write_text(json.dumps({}))
+    (folder / "items_human_ins.json").write_text(json.dumps(human))
+    if lexicon:
+        (folder / "noun_lexicon.json").write_text(json.dumps(["mug"]))
+    return folder
+
+
+def test_real_data_uses_the_originals_goal_ranges(tmp_path: Path) -> None:
+    catalog = load_catalog(_real_data_folder(tmp_path / "real", 1800))
+    assert len(catalog.goals) == 1800 and not catalog.generated
+    # the original's baseline_models/env.py: test [0, 500), eval [500, 1500), train [1500, end)
+    assert catalog.split("test") == catalog.goals[:500]
+    assert catalog.split("eval") == catalog.goals[500:1500]
+    assert catalog.split("train") == catalog.goals[1500:]
+    # verl-agent: train [500, end), validation on [0, 500)
+    assert catalog.split("train", "verl-agent") == catalog.goals[500:]
+    assert catalog.split("eval", "verl-agent") == catalog.split("test", "verl-agent") == catalog.goals[:500]
+    env = WebShopEnv(data_dir=str(tmp_path / "real"))
+    env.reset(task(3, "train"))
+    assert env.goal is catalog.goals[1503]
+    env = WebShopEnv(data_dir=str(tmp_path / "real"), split_scheme="verl-agent")
+    env.reset(task(3, "train"))
+    assert env.goal is catalog.goals[503]
+    with pytest.raises(ConfigError, match="split_scheme"):
+        WebShopEnv(split_scheme="nope")
+    # a generated catalog (it ships noun_lexicon.json) keeps its own documented split
+    generated = load_catalog(_real_data_folder(tmp_path / "generated", 1800, lexicon=True))
+    assert generated.generated and [len(generated.split(s)) for s in ("test", "eval", "train")] == [500, 200, 1100]
+
+
 # -- actions --------------------------------------------------------------------------------------------------------
-def test_invalid_actions_are_noops_with_a_flag(env: WebShopEnv) -> None:
+def test_invalid_actions_return_the_same_page_unchanged(env: WebShopEnv) -> None:
     obs = env.reset(task(2))
-    for action in ("click[buy now]", "hello", "search[]", "buy[x]"):
+    for action in ("click[buy now]", "hello", "search[]", "buy[x]", "click[search]"):
         result = env.step(action)
         assert result.info["invalid_action"] and result.info["error"] and not result.done and result.reward == 0
-        assert result.observation.text.startswith("Invalid action: ") and result.observation.text.endswith(obs.text)
-        assert result.observation.anchor == obs.anchor
+        assert result.observation == obs  # the original adds nothing to the page
     results = env.step("search[tea]")
-    assert not results.info["invalid_action"]
-    again = env.step("search[coffee]")  # no search bar on the results page
-    assert again.info["invalid_action"] and "back to search" in again.info["error"]
+    assert not results.info["invalid_action"] and results.observation.admissible is not None
+    asin = results.observation.admissible[2]
+    item = env.step(asin).observation
+    assert env.step("click[next >]").observation == item  # not on the item page
+    again = env.step("search[coffee]")  # the original's step searches from any page
+    assert not again.info["invalid_action"] and again.observation.text.split(" [SEP] ")[3].startswith("Page 1")
     assert parse_action("  Click [ Buy  Now ] ") == ("click", "buy now")
     assert parse_action("search[red shoes") is None
+
+
+def test_invalid_action_feedback_is_an_option() -> None:
+    env = WebShopEnv(invalid_action_feedback=True)
+    obs = env.reset(task(2))
+    result = env.step("click[buy now]")
+    assert result.info["invalid_action"] and result.observation.text.startswith("Invalid action: ")
+    assert result.observation.text.endswith(obs.text) and result.observation.anchor == obs.anchor
 
 
 def test_turn_limit_ends_the_episode_unpaid() -> None:
@@ -357,13 +474,15 @@ def test_loader_reads_original_format_files(tmp_path: Path) -> None:
     catalog = load_catalog(tmp_path)
     assert [p.asin for p in catalog.products] == ["B000000000", "B000000001", "B000000002"]
     first = catalog.by_asin["B000000000"]
-    assert first.price_tag == "$10.00 to $20.00" and 10.0 <= first.price <= 20.0
+    assert first.price_tag == "$10.0 to $20.0" and 10.0 <= first.price <= 20.0  # the original's float rendering
+    assert catalog.by_asin["B000000001"].price_tag == "$16.5"
     assert first.options == {"color": ("navy | white", "black")} and first.bullet_points == ("machine wash",)
-    assert first.query == "t-shirt" and first.rating == "N.A." and catalog.nouns is None
-    assert len(catalog.goals) == 7 and [len(catalog.split(s)) for s in ("test", "eval", "train")] == [2, 1, 4]
+    assert first.query == "t-shirt" and catalog.nouns is None and not catalog.generated
+    # real data: the original's goal ranges (test = the first 500), so these 7 goals are all test goals
+    assert len(catalog.goals) == 7 and [len(catalog.split(s)) for s in ("test", "eval", "train")] == [7, 0, 0]
     env = WebShopEnv(data_dir=str(tmp_path))
     for seed in range(4):
-        env.reset(task(seed))
+        env.reset(task(seed, "test"))
         actions = plan(env, env.goal)
         for action in actions:
             result = env.step(action)

@@ -5,13 +5,19 @@ The same loader reads the bundled generated catalog (`data/`) and the real WebSh
 
 - products (`items_shuffle_1000.json` or `items_shuffle.json`): Title = `name`, Description = `full_description`,
   BulletPoints = `small_description`, options = `customization_options` lowercased with `/` shown as ` | `, price
-  tag `$a` or `$a to $b` from `pricing`; duplicate or malformed asins are skipped.
+  tag `$a` or `$a to $b` from `pricing` with Python's float formatting like the original (`$12.99`, `$12.5`,
+  `$100.0`); duplicate or malformed asins are skipped. Reviews and ratings are not read: the original's loader has
+  that code commented out and shows `Rating: N.A.` everywhere.
 - attributes (`items_ins_v2_1000.json` or `items_ins_v2.json`): `{asin: {"attributes": [...]}}`.
 - goals (`items_human_ins.json`): one per human instruction with attributes; the price limit is drawn as the
   original does (two of the four next multiples of 10 above the product's price, the larger one) from a fixed-seed
   RNG, then the goals are shuffled with seed 233 like the original server.
-- splits by goal index: test = the first 500 goals, eval = the next 200, train = the rest (for small catalogs:
-  a third, a seventh, the rest).
+- splits by goal index. Real data (`env.data_dir`): the original's ranges (`baseline_models/env.py`): test = goals
+  [0, 500), eval = [500, 1500), train = [1500, end); with `split_scheme="verl-agent"` train = [500, end) as
+  verl-agent's WebShop env (it has no dev split: eval = test = [0, 500)). A generated catalog (one with
+  `noun_lexicon.json`, like the bundled one) keeps its own split:
+  test = the first 500 goals, eval = the next 200, train = the rest (for small catalogs: a third, a seventh, the
+  rest).
 
 A product priced as a range gets one price inside it from an RNG seeded by its asin (the original draws it
 unseeded), so rewards are reproducible.
@@ -42,15 +48,10 @@ GOAL_SHUFFLE_SEED = 233  # the original server's `random.seed(233); random.shuff
 PRICE_LIMIT_SEED = 233
 PRICE_STEPS = [10.0 * i for i in range(1, 100)]
 NO_PRICE_LIMIT = 1_000_000.0
-TEST_GOALS, EVAL_GOALS = 500, 200
+TEST_GOALS, EVAL_GOALS = 500, 200  # the generated catalog's split
+ORIGINAL_TEST_END, ORIGINAL_EVAL_END = 500, 1500  # the original's goal ranges for real data
 SPLITS = ("train", "eval", "test")
-
-
-@dataclass(frozen=True)
-class Review:
-    title: str
-    score: int
-    body: str
+SPLIT_SCHEMES = ("original", "verl-agent")
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,6 @@ class Product:
     price: float
     options: dict[str, tuple[str, ...]]
     attributes: tuple[str, ...]
-    reviews: tuple[Review, ...] = ()
-    rating: str = "N.A."
 
     def search_text(self) -> str:
         """What the search index sees: title, description, bullet points and option values."""
@@ -94,12 +93,13 @@ class Goal:
 
 @dataclass
 class Catalog:
-    """Products by asin, goals in the original's shuffled order, split by goal index."""
+    """Products by asin, goals in the original's shuffled order, split by goal index (see the module doc)."""
 
     products: list[Product]
     goals: list[Goal]
     nouns: frozenset[str] | None
     source: Path
+    generated: bool = True  # a generated catalog (it ships noun_lexicon.json; real data does not): its own split
     by_asin: dict[str, Product] = field(init=False)
     _search: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -107,13 +107,21 @@ class Catalog:
     def __post_init__(self) -> None:
         self.by_asin = {p.asin: p for p in self.products}
 
-    def split(self, name: str) -> list[Goal]:
+    def split(self, name: str, scheme: str = "original") -> list[Goal]:
         if name not in SPLITS:
             raise ConfigError(f"unknown WebShop split {name!r}; valid splits: {', '.join(SPLITS)}")
+        if scheme not in SPLIT_SCHEMES:
+            raise ConfigError(f"unknown WebShop split_scheme {scheme!r}; valid: {', '.join(SPLIT_SCHEMES)}")
         n = len(self.goals)
-        test = min(TEST_GOALS, n // 3)
-        dev = min(EVAL_GOALS, n // 7)
-        bounds = {"test": (0, test), "eval": (test, test + dev), "train": (test + dev, n)}
+        if self.generated:
+            test = min(TEST_GOALS, n // 3)
+            dev = min(EVAL_GOALS, n // 7)
+            bounds = {"test": (0, test), "eval": (test, test + dev), "train": (test + dev, n)}
+        elif scheme == "verl-agent":
+            bounds = {"test": (0, ORIGINAL_TEST_END), "eval": (0, ORIGINAL_TEST_END), "train": (ORIGINAL_TEST_END, n)}
+        else:
+            bounds = {"test": (0, ORIGINAL_TEST_END), "eval": (ORIGINAL_TEST_END, ORIGINAL_EVAL_END),
+                      "train": (ORIGINAL_EVAL_END, n)}
         lo, hi = bounds[name]
         return self.goals[lo:hi]
 
@@ -160,7 +168,8 @@ def parse_pricing(pricing: Any) -> list[float]:
 
 
 def price_tag(values: list[float]) -> str:
-    return f"${values[0]:.2f}" if len(values) == 1 else f"${values[0]:.2f} to ${values[1]:.2f}"
+    """As the original's loader: Python's float repr, so `$12.99`, `$12.5`, `$100.0`, `$10.0 to $20.0`."""
+    return f"${values[0]}" if len(values) == 1 else f"${values[0]} to ${values[1]}"
 
 
 def product_price(asin: str, values: list[float]) -> float:
@@ -184,23 +193,10 @@ def _options(raw: Any) -> dict[str, tuple[str, ...]]:
     return options
 
 
-def _reviews(raw: Any) -> tuple[Review, ...]:
-    reviews = []
-    for review in raw or []:
-        score = review.get("score", review.get("stars", 0))
-        try:
-            score = int(float(score))
-        except (TypeError, ValueError):
-            score = 0
-        reviews.append(Review(str(review.get("title", "")), score, str(review.get("body", review.get("review", "")))))
-    return tuple(reviews)
-
-
 def _product(raw: dict[str, Any], attributes: dict[str, Any]) -> Product:
     asin = raw["asin"]
     bullets = raw.get("small_description") or []
     values = parse_pricing(raw.get("pricing"))
-    rating = raw.get("average_rating")
     return Product(
         asin=asin,
         title=str(raw.get("name", "")),
@@ -213,8 +209,6 @@ def _product(raw: dict[str, Any], attributes: dict[str, Any]) -> Product:
         price=product_price(asin, values),
         options=_options(raw.get("customization_options")),
         attributes=tuple(attributes.get(asin, {}).get("attributes") or ()),
-        reviews=_reviews(raw.get("reviews") or raw.get("Reviews")),
-        rating="N.A." if rating in (None, "", "N.A.") else str(rating),
     )
 
 
@@ -293,4 +287,4 @@ def _load(folder: Path, num_products: int | None) -> Catalog:
     if not goals:
         raise ConfigError(f"{folder / HUMAN_GOALS_FILE} gives no goal for the loaded products (each needs an "
                           "instruction with instruction_attributes)")
-    return Catalog(products=products, goals=goals, nouns=nouns, source=folder)
+    return Catalog(products=products, goals=goals, nouns=nouns, source=folder, generated=nouns is not None)

@@ -1,13 +1,20 @@
 """The WebShop env: search → results → item (options, sub pages) → `buy now`, as the original's text mode.
 
-Actions are `search[<query>]` (on the search page) and `click[<button | asin | option>]`. Admissible actions:
-on the search page the query is free text, so `admissible` is None there (the agent loop then passes any action
-through and this env validates it); on every other page it is the list of `click[...]` actions of that page.
-An action the page does not offer is a no-op that costs a step: the page comes back prefixed with
-`Invalid action: …`, `info["invalid_action"]` is True and `info["executable"]` False. Selected options are
-remembered per item (through its sub pages and when coming back to it) until the next search, which clears them
-like the original's session.
+Actions are `search[<query>]` and `click[<button | asin | option>]`, with the original text env's semantics:
+
+- `search[...]` works from every page (the original's `step` does not check for a search bar); `click[...]` only
+  for what the page offers (`click[search]` never). Admissible actions: None on the search page (free-text query;
+  the agent loop then passes any action through and this env validates it); on every other page the page's
+  `click[...]` actions in the original's `get_available_actions` order (buttons, product links, then options).
+- The chosen options belong to the open item and are cleared whenever the results page is shown (search,
+  `Next >`, `< Prev` on results or from an item) or the search page is; a sub page and its `< Prev` keep them.
+- `Next >` is always offered on results pages; past the last page it shows an empty page.
+- An action the page does not offer is a no-op that costs a step: the same page comes back unchanged,
+  `info["invalid_action"]` is True and `info["executable"]` False. With `invalid_action_feedback=True` the page is
+  prefixed with `Invalid action: …` (agentforge's hint; the original adds nothing).
+
 Only `click[buy now]` pays: the reward of `reward.py`, `info["task_score"] = 10·R`, `won` iff R == 1.
+`split_scheme` picks the real-data goal ranges (`data.py`): "original" or "verl-agent".
 
 The anchor (GiGPO's state key) is the page text plus the options chosen on the current item, which the simple
 text mode does not show but which decide the reward.
@@ -19,7 +26,7 @@ import re
 from typing import Any
 
 from agentforge.envs.base import ENVS, EXECUTABLE
-from agentforge.envs.webshop.data import Catalog, Goal, Product, load_catalog
+from agentforge.envs.webshop.data import SPLIT_SCHEMES, Catalog, Goal, Product, load_catalog
 from agentforge.envs.webshop.pages import (
     BACK_TO_SEARCH,
     BUY_NOW,
@@ -29,7 +36,6 @@ from agentforge.envs.webshop.pages import (
     Page,
     done_page,
     item_page,
-    page_count,
     results_page,
     search_page,
     sub_page,
@@ -61,10 +67,15 @@ def goal_index(task: Task, split_size: int) -> int:
 class WebShopEnv:
     """Buy the product the instruction asks for. Deterministic given the task and the actions."""
 
-    def __init__(self, data_dir: str | None = None, max_steps: int = 15, num_products: int | None = None) -> None:
+    def __init__(self, data_dir: str | None = None, max_steps: int = 15, num_products: int | None = None,
+                 invalid_action_feedback: bool = False, split_scheme: str = "original") -> None:
         if max_steps < 1:
             raise ConfigError(f"webshop max_steps must be >= 1, got {max_steps}")
+        if split_scheme not in SPLIT_SCHEMES:
+            raise ConfigError(f"webshop split_scheme must be one of {', '.join(SPLIT_SCHEMES)}, got {split_scheme!r}")
         self.max_steps = max_steps
+        self.invalid_action_feedback = invalid_action_feedback
+        self.split_scheme = split_scheme
         self.catalog: Catalog = load_catalog(data_dir, num_products)
         self._goal: Goal | None = None
         self.steps_taken = 0
@@ -73,12 +84,12 @@ class WebShopEnv:
         self._results: list[Product] = []
         self._results_page = 1
         self._asin: str | None = None
-        self._chosen: dict[str, dict[str, str]] = {}
+        self._chosen: dict[str, str] = {}
         self._last_reward: PurchaseReward | None = None
 
     # -- episode -------------------------------------------------------------------------------------------------
     def reset(self, task: Task) -> Observation:
-        goals = self.catalog.split(task.split)
+        goals = self.catalog.split(task.split, self.split_scheme)
         if not goals:
             raise ConfigError(f"the WebShop catalog in {self.catalog.source} has no {task.split} goals")
         return self.reset_to_goal(goals[goal_index(task, len(goals))])
@@ -108,7 +119,7 @@ class WebShopEnv:
         if self._last_reward is not None:
             reward, won = self._last_reward.reward, self._last_reward.reward == 1.0
             info.update(task_score=10.0 * reward, reward_components=self._last_reward.as_info(),
-                        purchased_asin=self._asin, chosen_options=dict(self._chosen.get(self._asin or "", {})),
+                        purchased_asin=self._asin, chosen_options=dict(self._chosen),
                         goal_asin=self.goal.asin)
             self.done = True
         elif self.steps_taken >= self.max_steps:
@@ -137,7 +148,7 @@ class WebShopEnv:
     @property
     def chosen_options(self) -> dict[str, str]:
         """The options selected on the current item (name → value)."""
-        return dict(self._chosen.get(self._asin or "", {}))
+        return dict(self._chosen)
 
     def admissible_actions(self) -> list[str] | None:
         """None on the search page (free-text query), else the page's `click[...]` actions."""
@@ -150,12 +161,10 @@ class WebShopEnv:
         """Apply an action; returns an error message when the page does not offer it (nothing changes then)."""
         kind, arg = parsed
         if kind == "search":
-            if not self.page.has_search_bar:
-                return "search is only possible on the search page; click[back to search] first"
             if not arg:
                 return "empty search; write search[<keywords>]"
             self._results = self.catalog.search_engine().search(arg)
-            self._results_page, self._asin, self._chosen = 1, None, {}
+            self._results_page = 1
             self._show_results()
             return ""
         if arg not in self.page.clickables:
@@ -171,9 +180,9 @@ class WebShopEnv:
             self._page = search_page(self.goal.instruction_text)
         elif name == "results":
             if target == NEXT_PAGE.lower():
-                self._results_page = min(self._results_page + 1, page_count(len(self._results)))
+                self._results_page += 1  # unbounded, as the original: past the end the page is empty
             elif target == PREV_PAGE.lower():
-                self._results_page = max(1, self._results_page - 1)
+                self._results_page -= 1  # offered from page 2 on only
             else:
                 self._asin = next(p.asin for p in self._results if p.asin.lower() == target)
                 self._page = item_page(self.goal.instruction_text, self.product)
@@ -183,19 +192,20 @@ class WebShopEnv:
             if target == PREV_PAGE.lower():
                 self._show_results()
             elif target == BUY_NOW.lower():
-                self._last_reward = purchase_reward(
-                    self.product, self.goal, self.chosen_options.values(), self.catalog.nouns
-                )
+                self._last_reward = purchase_reward(self.product, self.goal, self._chosen.values(), self.catalog.nouns)
                 self._page = done_page(self.goal.instruction_text, self._last_reward.reward)
             elif target in (s.lower() for s in SUB_PAGES):
                 self._page = sub_page(self.goal.instruction_text, self.product, target)
             else:
-                option_name = next(n for n, values in self.product.options.items() if target in values)
-                self._chosen.setdefault(self.product.asin, {})[option_name] = target
-        elif target == PREV_PAGE.lower():  # a sub page goes back to its item
+                # a value offered by two groups is bound to the last one (the original's text-to-clickable dict)
+                option_name = [n for n, values in self.product.options.items() if target in values][-1]
+                self._chosen[option_name] = target
+        elif target == PREV_PAGE.lower():  # a sub page goes back to its item, options kept
             self._page = item_page(self.goal.instruction_text, self.product)
 
     def _show_results(self) -> None:
+        """Show the current results page; like the original's `search_results`, it forgets the item and options."""
+        self._asin, self._chosen = None, {}
         self._page = results_page(self.goal.instruction_text, self._results, self._results_page)
 
     @property
@@ -207,8 +217,8 @@ class WebShopEnv:
     def _observation(self, error: str = "") -> Observation:
         page = self.page
         anchor = page.text
-        chosen = self._chosen.get(self._asin or "", {})
+        chosen = self._chosen
         if chosen and page.name in ("item", "description", "features", "reviews"):
             anchor += " [SEP] chosen: " + ", ".join(f"{k}: {v}" for k, v in sorted(chosen.items()))
-        text = f"Invalid action: {error} [SEP] {page.text}" if error else page.text
+        text = f"Invalid action: {error} [SEP] {page.text}" if error and self.invalid_action_feedback else page.text
         return Observation(text=text, anchor=anchor, admissible=self.admissible_actions() if not self.done else [])

@@ -8,12 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rapidfuzz import fuzz
-
 from agentforge.envs.webshop.data import Goal, Product
 from agentforge.envs.webshop.env import WebShopEnv
 from agentforge.envs.webshop.pages import NEXT_PAGE, PRODUCTS_PER_PAGE
-from agentforge.envs.webshop.reward import FUZZY_THRESHOLD, normalize_color
+from agentforge.envs.webshop.reward import FUZZY_THRESHOLD, fuzzy_score, normalize_color
 from agentforge.types import Task
 
 _PRICE_CLAUSE = re.compile(r",? and price lower than [\d.]+ dollars$")
@@ -33,8 +31,8 @@ def option_clicks(product: Product, goal: Goal) -> list[str]:
         if exact:
             clicks.append(exact[0])
             continue
-        scored = [(fuzz.token_set_ratio(normalize_color(v), normalize_color(wanted)), v) for v in values]
-        best = max(scored, default=(0.0, ""))
+        scored = [(fuzzy_score(normalize_color(v), normalize_color(wanted)), v) for v in values]
+        best = max(scored, default=(0, ""))
         if best[0] > FUZZY_THRESHOLD:
             clicks.append(best[1])
     return list(dict.fromkeys(clicks))

@@ -2,20 +2,27 @@
 
     R = r_type · (n_attr + n_opt + 1[price ≤ limit]) / (|goal attributes| + |goal options| + 1)
 
-- attribute match: a product attribute with rapidfuzz `token_set_ratio > 85`, else the goal attribute as a
-  substring of the title, bullet points or description (lowercased);
-- option match: goal and chosen options colour-normalised, then `token_set_ratio > 85`; each goal option counts once;
+- attribute match: a product attribute with fuzzy score > 85, else the goal attribute as a substring of the title,
+  bullet points or description (lowercased);
+- option match: goal and chosen options colour-normalised, then fuzzy score > 85; each goal option counts once;
 - r_type = 1, but 0.5 unless the query matches, ≥ 2 category levels are shared or the title score > 0.2;
   0.1 if the title score < 0.1 and 0 if it is 0. The title score is the share of the goal product's title nouns
   that the bought product's title also has.
 
+Fuzzy score: the original calls thefuzz's `token_set_ratio`, which first drops the characters U+0080-U+00FF,
+lower-cases, turns every non-alphanumeric character into a space, and rounds the ratio to an integer. `fuzzy_score`
+does the same with rapidfuzz (no thefuzz dependency), so "x-large" vs "large" or "7.5" vs "7" score 100 as in the
+original, and a raw 85.2 rounds to 85 and does not match.
+
+Colour normalisation is the original's `normalize_color`: the first word of its colour list (in the list's order)
+that occurs anywhere in the option, as a plain substring. So "navy-blue" → "blue", "a-black" → "black", and also the
+original's quirks: "standard" → "tan", "dark blue" → "blue" ("blue" precedes "dark" in the list). Kept on purpose:
+rewards must equal the original's.
+
 Noun tagging replaces spaCy (not available offline): with a noun lexicon (the generated catalog ships
 `noun_lexicon.json`, the nouns of its vocabulary, brands included) a title's nouns are its words in the lexicon;
 without one (real data) they are its words that are not stop words, numbers, units or common adjectives/colours —
-close to spaCy's NOUN/PROPN on product titles, which are mostly noun phrases.
-
-Colour normalisation maps an option to the first colour word of COLOR_WORDS (alphabetical, as the original's
-list) that occurs in it as a whole word; the original matched substrings, which turned e.g. "standard" into "tan".
+close to spaCy's NOUN/PROPN on product titles, which are mostly noun phrases. This is the one deliberate difference.
 """
 
 from __future__ import annotations
@@ -26,18 +33,33 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
 
 from agentforge.envs.webshop.data import Goal, Product
 
 FUZZY_THRESHOLD = 85
 
+# The original's colour list (princeton-nlp/WebShop, web_agent_site/engine/normalize.py, COLOR_SET), in its order:
+# the order decides which colour a multi-colour option maps to.
 COLOR_WORDS = (
-    "apricot", "aqua", "auburn", "azure", "beige", "black", "blonde", "blue", "blush", "bronze", "brown",
-    "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "chocolate", "coffee", "copper", "coral",
-    "cream", "crimson", "denim", "fuchsia", "gold", "gray", "green", "grey", "indigo", "ivory", "khaki",
-    "lavender", "lilac", "lime", "magenta", "maroon", "mauve", "mint", "multicolor", "mustard", "navy", "nude",
-    "olive", "orange", "peach", "pink", "plum", "purple", "red", "rose", "rust", "sage", "sand", "silver", "tan",
-    "taupe", "teal", "turquoise", "violet", "walnut", "white", "wine", "yellow",
+    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush",
+    "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah",
+    "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal",
+    "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass",
+    "gray", "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light",
+    "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom",
+    "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow",
+    "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone",
+    "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white",
+    "wine", "yellow",
+)
+# Colour adjectives for the title-noun fallback only (not the reward's colour list: "steel", "stone" or "tiger" are
+# colours there but nouns in a title).
+_TITLE_COLORS_TEXT = (
+    "apricot aqua auburn azure beige black blonde blue blush bronze brown burgundy camel camo caramel champagne "
+    "charcoal chocolate coffee copper coral cream crimson denim fuchsia gold gray green grey indigo ivory khaki "
+    "lavender lilac lime magenta maroon mauve mint multicolor mustard navy nude olive orange peach pink plum purple "
+    "red rose rust sage sand silver tan taupe teal turquoise violet walnut white wine yellow"
 )
 
 _TITLE_STOP_TEXT = (
@@ -53,8 +75,24 @@ _ADJECTIVES_TEXT = (
     "multi double single dual deep flat round square non anti"
 )
 TITLE_STOP_WORDS = frozenset(_TITLE_STOP_TEXT.split())
-COMMON_ADJECTIVES = frozenset(_ADJECTIVES_TEXT.split()) | frozenset(COLOR_WORDS)
+COMMON_ADJECTIVES = frozenset(_ADJECTIVES_TEXT.split()) | frozenset(_TITLE_COLORS_TEXT.split())
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
+_LATIN1_DROP = {code: None for code in range(128, 256)}  # thefuzz's `ascii_only` deletes exactly these
+
+
+def fuzzy_process(text: str) -> str:
+    """thefuzz's `full_process(force_ascii=True)`: drop U+0080-U+00FF, then rapidfuzz's default processing."""
+    return default_process(str(text).translate(_LATIN1_DROP))
+
+
+def fuzzy_score(a: str, b: str) -> int:
+    """thefuzz's `token_set_ratio(a, b)` as the original scores it: processed strings, rounded to an integer."""
+    return int(round(fuzz.token_set_ratio(fuzzy_process(a), fuzzy_process(b))))
+
+
+def fuzzy_match(a: str, b: str) -> bool:
+    """The original's match test: integer score strictly above 85."""
+    return fuzzy_score(a, b) > FUZZY_THRESHOLD
 
 
 def title_nouns(title: str, lexicon: Collection[str] | None = None) -> list[str]:
@@ -100,17 +138,19 @@ def attribute_matches(product: Product, goal_attributes: Iterable[str]) -> int:
     text_fields = (product.title.lower(), " ".join(product.bullet_points).lower(), product.description.lower())
     matched = 0
     for wanted in goal_attributes:
-        fuzzy = any(fuzz.token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in product.attributes)
+        fuzzy = any(fuzzy_match(have, wanted) for have in product.attributes)
         if fuzzy or any(wanted in text for text in text_fields):
             matched += 1
     return matched
 
 
 def normalize_color(option: str) -> str:
-    """An option naming a colour becomes that colour word ("navy blue" → "blue"); others are unchanged."""
-    words = set(_WORD.findall(option.lower()))
+    """The first colour of COLOR_WORDS found in the option as a substring ("navy-blue" → "blue"), else the option.
+
+    Case-sensitive like the original; option values are lowercased by the loader, goal options come as written.
+    """
     for color in COLOR_WORDS:
-        if color in words:
+        if color in option:
             return color
     return option
 
@@ -119,7 +159,7 @@ def option_matches(chosen: Iterable[str], goal_options: Iterable[str]) -> int:
     """How many goal options the chosen options satisfy (each goal option at most once)."""
     have = [normalize_color(o) for o in chosen]
     return sum(
-        any(fuzz.token_set_ratio(h, normalize_color(wanted)) > FUZZY_THRESHOLD for h in have)
+        any(fuzzy_match(h, normalize_color(wanted)) for h in have)
         for wanted in goal_options
     )
 
