@@ -79,6 +79,10 @@ PLAIN_COMMANDS = ("envs", "sweep-report")
 def hydra_app(cfg: DictConfig) -> None:
     try:
         announce_dtypes(cfg)
+        if cfg.command != "train":  # the Trainer runs it first thing (for API users too)
+            from agentforge.training.preflight import preflight
+
+            preflight(cfg)  # seconds, not the ~70 s it takes to start the model, the engine and Ray and then fail
         with interrupt_guard():  # Ctrl-C: say so at once, abandon the step, close everything; twice: stop now
             HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix

@@ -43,31 +43,52 @@ def pairwise_credit(vectors: np.ndarray) -> np.ndarray:
     return distances.sum(axis=1) / (n - 1)
 
 
+FALLBACKS = ("kernel_distance", "unit_credit")  # which determinantal fallback decided a group's credits
+
+
 def determinantal_credit(
     vectors: np.ndarray, sigma: float = SIGMA, eta: float = ETA, det_floor: float = DET_FLOOR
 ) -> np.ndarray:
     """c_i = det(L) / det(L_{−i}) with L = K + ηI (the volume τ_i adds to the others), divided by the group's max.
+    See `determinantal_credit_detail` for the fallbacks."""
+    return determinantal_credit_detail(vectors, sigma, eta, det_floor)[0]
 
-    Fallbacks: when det(L) ≤ floor (near-duplicate descriptors; with σ = 10 and simplex vectors every K_ij ≥ e^−0.01,
-    so this is common for large groups) c_i = mean_{j≠i} (1 − K_ij); when only det(L_{−i}) ≤ floor, c_i = 1
-    (τ_i alone restores a volume the others lack). Since det(L) = det(L_{−i})·(Schur complement ≤ 1 + η), the second
-    fallback only fires when det(L) lies in (floor, (1 + η)·floor]: a numerical guard kept because the rule says so.
-    Max-scaling is skipped when the maximum is 0.
+
+def determinantal_credit_detail(
+    vectors: np.ndarray, sigma: float = SIGMA, eta: float = ETA, det_floor: float = DET_FLOOR
+) -> tuple[np.ndarray, str | None]:
+    """The determinantal credits and which fallback decided them (None: the determinant ratio itself).
+
+    Fallbacks: when det(L) ≤ floor (`kernel_distance`: near-duplicate descriptors) c_i = mean_{j≠i} (1 − K_ij);
+    when only some det(L_{−i}) ≤ floor (`unit_credit`) those c_i = 1 (τ_i alone restores a volume the others lack).
+    Since det(L) = det(L_{−i})·(Schur complement ≤ 1 + η), the second only fires when det(L) lies in
+    (floor, (1 + η)·floor]: a numerical guard kept because the rule says so. Max-scaling is skipped when the
+    maximum is 0.
+
+    Why the first fallback decides almost every group at σ = 10: descriptors are ℓ1-normalised (points of the
+    simplex, ‖φ_i − φ_j‖² ≤ 2), so every K_ij ≥ exp(−2 / (2·10²)) = e^−0.01 ≈ 0.990. L is then one eigenvalue ≈ n
+    plus n − 1 eigenvalues of η plus at most ~0.01 each, and det(L) ≲ n·0.01^(n−1) drops below 1e-10 from about 5-7
+    members whatever the trajectories did (docs/tjpo.md). A smaller `sigma` (e.g. 0.3) keeps distinct descriptors
+    above the floor; exact duplicates still add an eigenvalue of η each, at any σ.
     """
     n = len(vectors)
     if n == 0:
-        return np.zeros(0)
+        return np.zeros(0), None
     kernel = rbf_kernel(vectors, sigma)
     gram = kernel + eta * np.eye(n)
     det_all = float(np.linalg.det(gram))
+    fallback: str | None = None
     if det_all <= det_floor:
         credit = (1.0 - kernel).sum(axis=1) / (n - 1) if n > 1 else np.zeros(1)
+        fallback = FALLBACKS[0]
     else:
         # det(L₋ᵢ) = det(L)·(L⁻¹)ᵢᵢ (Cramer), so all n minors come from one inverse instead of n determinants.
         det_rest = det_all * np.diag(np.linalg.inv(gram)) if n > 1 else np.ones(1)
-        credit = np.where(det_rest <= det_floor, 1.0, det_all / np.maximum(det_rest, np.finfo(float).tiny))
+        small = det_rest <= det_floor
+        credit = np.where(small, 1.0, det_all / np.maximum(det_rest, np.finfo(float).tiny))
+        fallback = FALLBACKS[1] if small.any() else None
     top = credit.max()
-    return credit / top if top > 0 else credit
+    return (credit / top if top > 0 else credit), fallback
 
 
 def zscore(credit: np.ndarray, tolerance: float = 1e-12) -> np.ndarray:
@@ -86,18 +107,27 @@ def group_credit(
     sigma: float = SIGMA, eta: float = ETA,
 ) -> np.ndarray:
     """Standardised credit ĉ per trajectory of one group; trajectories outside `participants` (a mask) get 0."""
+    return group_credit_detail(vectors, functional, participants, sigma, eta)[0]
+
+
+def group_credit_detail(
+    vectors: np.ndarray, functional: str, participants: np.ndarray | None = None,
+    sigma: float = SIGMA, eta: float = ETA,
+) -> tuple[np.ndarray, str | None]:
+    """`group_credit` plus the determinantal fallback that decided it (None: none, or the pairwise functional)."""
     n = len(vectors)
     mask = np.ones(n, dtype=bool) if participants is None else np.asarray(participants, dtype=bool)
     out = np.zeros(n)
     members = vectors[mask] if n else vectors
+    fallback: str | None = None
     if functional == "pairwise":
         raw = pairwise_credit(members)
     elif functional == "determinantal":
-        raw = determinantal_credit(members, sigma, eta)
+        raw, fallback = determinantal_credit_detail(members, sigma, eta)
     else:
         raise ValueError(f"unknown diversity functional {functional!r}; valid: {', '.join(FUNCTIONALS)}")
     out[mask] = zscore(raw)
-    return out
+    return out, fallback
 
 
 # ---- set diversity (evaluation) ------------------------------------------------------------------------------------

@@ -17,7 +17,14 @@ import numpy as np
 from agentforge.algorithms.advantage_utils import TurnBatch
 from agentforge.algorithms.base import ALGORITHMS, check_choice, check_number
 from agentforge.algorithms.descriptors import describe_group, get_descriptor
-from agentforge.algorithms.diversity import ETA, FUNCTIONALS, SIGMA, group_credit, pairwise_diversity
+from agentforge.algorithms.diversity import (
+    ETA,
+    FALLBACKS,
+    FUNCTIONALS,
+    SIGMA,
+    group_credit_detail,
+    pairwise_diversity,
+)
 from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
 from agentforge.errors import ConfigError
 from agentforge.types import Group
@@ -29,7 +36,9 @@ PARTICIPANTS = ("all", "successful")
 class TJPOConfig(GiGPOConfig):
     """GiGPO's options plus the diversity ones. `lambda` is spelled `lambda_` here (a Python keyword); the config
     and the command line use `algorithm.lambda`. `participants` is a project choice (the paper is silent): `all`
-    trajectories of a group share the credit, or only the `successful` ones (the others get ĉ = 0)."""
+    trajectories of a group share the credit, or only the `successful` ones (the others get ĉ = 0). `sigma` is the
+    determinantal kernel's width (the paper's 10; on ℓ1-normalised descriptors that leaves groups of ~7 to the
+    fallback, see docs/tjpo.md), an option so that it can be swept (`--multirun algorithm.sigma=0.3,1,10`)."""
 
     descriptor: str = "location"
     functional: str = "pairwise"
@@ -48,6 +57,7 @@ class TJPO(GiGPO):
     config: TJPOConfig
 
     def __init__(self, **options: Any) -> None:
+        self._fallbacks: list[tuple[int, str | None]] = []  # per group of the last batch: (members, fallback)
         if "lambda" in options:
             if "lambda_" in options:
                 raise ConfigError("algorithm 'tjpo': give `lambda` or `lambda_`, not both")
@@ -78,21 +88,37 @@ class TJPO(GiGPO):
             f"div_pair/{self.descriptor.name}": float(np.nanmean(spread)) if np.isfinite(spread).any() else 0.0,
             "diversity_zero_credit_groups": zero_groups,
         })
+        if self.config.functional == "determinantal":
+            self.last_metrics.update(self.fallback_rates())
         return advantages
+
+    def fallback_rates(self) -> dict[str, float]:
+        """Of the last batch's groups with two or more credited trajectories: the fraction whose determinantal credit
+        came from a fallback (`dpp_fallback_rate`) and from each one (`dpp_fallback_rate/<name>`). Near 1 means
+        the determinant ratio never decided: lower `algorithm.sigma` (see `diversity.determinantal_credit_detail`)."""
+        counted = [f for size, f in self._fallbacks if size >= 2]
+        if not counted:
+            return {"dpp_fallback_rate": 0.0, **{f"dpp_fallback_rate/{name}": 0.0 for name in FALLBACKS}}
+        out = {"dpp_fallback_rate": sum(f is not None for f in counted) / len(counted)}
+        out.update({f"dpp_fallback_rate/{name}": sum(f == name for f in counted) / len(counted) for name in FALLBACKS})
+        return out
 
     def trajectory_credits(self, groups: Sequence[Group]) -> tuple[np.ndarray, np.ndarray, float]:
         """ĉ per trajectory (flat, in group order), each group's D^pair over all its rollouts, and the fraction of
         groups whose credit is all zero (training metrics).
 
-        Also records each trajectory's descriptor and credit in `Trajectory.meta` so samples.jsonl shows them.
+        Also records each trajectory's descriptor and credit in `Trajectory.meta` so samples.jsonl shows them, and
+        each group's (credited members, determinantal fallback) for `fallback_rates`.
         """
         c = self.config
         credits: list[np.ndarray] = []
         spread = np.full(len(groups), np.nan)
+        self._fallbacks = []
         for g, group in enumerate(groups):
             vectors = describe_group(self.descriptor, group.trajectories)
             mask = np.array([t.won for t in group.trajectories], dtype=bool) if c.participants == "successful" else None
-            credit = group_credit(vectors, c.functional, mask, float(c.sigma), float(c.eta))
+            credit, fallback = group_credit_detail(vectors, c.functional, mask, float(c.sigma), float(c.eta))
+            self._fallbacks.append((len(vectors) if mask is None else int(mask.sum()), fallback))
             credits.append(credit)
             spread[g] = pairwise_diversity(vectors)
             for trajectory, vector, value in zip(group.trajectories, vectors, credit, strict=True):

@@ -36,8 +36,9 @@ from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rng_state
-from agentforge.training.config import resolve_resume_dir, validate_train_config
+from agentforge.training.config import resolve_resume_dir
 from agentforge.training.interrupt import critical
+from agentforge.training.preflight import preflight
 from agentforge.training.summary import eval_row, summary_table, verdict
 from agentforge.types import Group
 
@@ -65,7 +66,7 @@ class Trainer:
     """Owns the engine, env pool, learner and algorithm of one run, and drives `iterations` updates."""
 
     def __init__(self, cfg: DictConfig) -> None:
-        validate_train_config(cfg)
+        preflight(cfg)  # config, env options and data files, before the model, the engine and Ray start
         self.cfg = cfg
         self.tcfg = cfg.trainer
         resume_dir = resolve_resume_dir(cfg)

@@ -139,6 +139,29 @@ def test_similarity_threshold_merges_near_identical_text():
     assert GiGPO(similarity_threshold=0.995).advantages([group]).tolist() == pytest.approx([0.5, -0.5])
 
 
+# A real ALFWorld intro and the same room with one receptacle fewer (scripts/gigpo_similarity_check.py found it).
+LONG_ROOM = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
+             "you see a bathtubbasin 1, a garbagecan 1, a handtowelholder 1, a shelf 2, a shelf 1, a sinkbasin 1, "
+             "a toilet 1, a toiletpaperhanger 1, and a towelholder 1.\n\nYour task is to: clean some soapbar and put "
+             "it in toilet.")
+
+
+def test_similarity_scores_long_observations_with_rapidfuzz_not_difflibs_junk_heuristic():
+    """verl-agent scores with difflib.SequenceMatcher(None, a, b).ratio(): its automatic junk heuristic (texts of
+    200+ characters) makes this one-item change score 0.38, so the two states would never share a step group at
+    0.95; rapidfuzz's ratio (no heuristic) gives 0.97 and merges them (see GiGPO's docstring)."""
+    import difflib
+
+    from rapidfuzz import fuzz
+
+    near = LONG_ROOM.replace("a bathtubbasin 1, ", "")
+    assert difflib.SequenceMatcher(None, LONG_ROOM, near).ratio() < 0.4
+    assert difflib.SequenceMatcher(None, LONG_ROOM, near, autojunk=False).ratio() > 0.95
+    assert fuzz.ratio(LONG_ROOM, near) / 100 > 0.95
+    group = make_group([[(1.0, LONG_ROOM)], [(0.0, near)]])
+    assert GiGPO(similarity_threshold=0.95).advantages([group]).tolist() == pytest.approx([1.0, -1.0])
+
+
 def test_similarity_is_greedy_to_the_first_representative():
     # ratios: A~B 0.8, A~C 0.9, B~C 0.9. Threshold 0.85: A and B stay apart, C joins whichever opened first.
     a, b, c = "abcdefghij", "abcdefghXY", "abcdefghiY"

@@ -15,6 +15,7 @@ from agentforge.algorithms import GiGPO, make_algorithm
 from agentforge.algorithms.descriptors import describe_group, descriptors_for_env, get_descriptor
 from agentforge.algorithms.diversity import (
     determinantal_credit,
+    determinantal_credit_detail,
     dpp_diversity,
     group_credit,
     group_diversity,
@@ -143,6 +144,29 @@ def test_large_groups_underflow_to_the_fallback_without_nan():
     np.testing.assert_allclose(determinantal_credit(vectors), raw / raw.max())
 
 
+def test_sigma_10_on_simplex_descriptors_leaves_every_group_of_seven_to_the_fallback():
+    # ℓ1-normalised descriptors: ‖Δ‖² ≤ 2, so every K_ij ≥ e^−0.01 at σ = 10 and det(L) of 7+ members drops under
+    # 1e-10 however different the descriptors are (even all distinct one-hots). σ = 0.3 leaves the ratio in charge.
+    rng = np.random.default_rng(3)
+    assert determinantal_credit_detail(np.eye(7))[1] == "kernel_distance"
+    for _ in range(20):
+        vectors = rng.dirichlet(np.ones(8), size=int(rng.integers(7, 17)))
+        assert rbf_kernel_min(vectors, 10.0) >= math.exp(-0.01)
+        assert determinantal_credit_detail(vectors, sigma=10.0)[1] == "kernel_distance"
+        assert determinantal_credit_detail(vectors, sigma=0.3)[1] is None
+    assert determinantal_credit_detail(np.array([E1, E2, E1]))[1] is None  # small groups: the ratio decides
+
+
+def rbf_kernel_min(vectors: np.ndarray, sigma: float) -> float:
+    return float(np.exp(-((vectors[:, None] - vectors[None]) ** 2).sum(-1) / (2 * sigma**2)).min())
+
+
+def test_minor_fallback_is_reported_as_unit_credit():
+    floor = (A * A - 1) * (1 + ETA / 2)
+    _, fallback = determinantal_credit_detail(np.array([E1[:2], E1[:2], E2[:2]]), sigma=0.1, det_floor=floor)
+    assert fallback == "unit_credit"
+
+
 # ---- evaluation metrics ---------------------------------------------------------------------------------------------
 def test_set_diversity_metrics_by_hand():
     vectors = np.array([E1[:2], E2[:2], E1[:2]])
@@ -208,6 +232,24 @@ def test_credits_never_mix_groups(vec_descriptor):
     credit, _, _ = tjpo.trajectory_credits(groups)
     np.testing.assert_allclose(credit[:3], group_credit(np.array([E1, E2, E1]), "pairwise"))
     np.testing.assert_array_equal(credit[3:], [0.0, 0.0])
+
+
+def test_tjpo_logs_the_fraction_of_groups_each_determinantal_fallback_decided(vec_descriptor):
+    rng = np.random.default_rng(4)
+    big = [vector_group(rng.dirichlet(np.ones(6), size=8).tolist(), seed=s) for s in range(3)]
+    small = vector_group([E1, E2, E1], seed=3)
+    groups = [*big, small]
+    dpp = make_algorithm({"name": "tjpo", "descriptor": "vec", "functional": "determinantal"})
+    dpp.advantages(groups)
+    assert dpp.last_metrics["dpp_fallback_rate"] == pytest.approx(0.75)
+    assert dpp.last_metrics["dpp_fallback_rate/kernel_distance"] == pytest.approx(0.75)
+    assert dpp.last_metrics["dpp_fallback_rate/unit_credit"] == 0.0
+    narrow = make_algorithm({"name": "tjpo", "descriptor": "vec", "functional": "determinantal", "sigma": 0.3})
+    narrow.advantages(groups)
+    assert narrow.last_metrics["dpp_fallback_rate"] == 0.0
+    pairwise = make_algorithm({"name": "tjpo", "descriptor": "vec", "functional": "pairwise"})
+    pairwise.advantages(groups)
+    assert "dpp_fallback_rate" not in pairwise.last_metrics
 
 
 # ---- descriptors ----------------------------------------------------------------------------------------------------
@@ -362,3 +404,16 @@ def test_lambda_and_descriptor_overrides_from_the_command_line():
     cfg = compose_config(["recipe=tjpo_sokoban", "algorithm.lambda=0.5", "algorithm.descriptor=spatial_coverage"])
     algorithm = make_algorithm(cfg.algorithm)
     assert algorithm.config.lambda_ == 0.5 and algorithm.descriptor.name == "spatial_coverage"
+
+
+def test_sigma_is_a_command_line_and_sweep_option():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from agentforge.config import compose_config
+
+    cfg = compose_config(["recipe=tjpo_alfworld_location_dpp", "algorithm.sigma=0.3"])
+    assert make_algorithm(cfg.algorithm).config.sigma == 0.3
+    sweep = OverridesParser.create().parse_overrides(["algorithm.sigma=0.1,0.3,1,10"])[0]
+    assert sweep.is_sweep_override() and [float(v) for v in sweep.sweep_iterator()] == [0.1, 0.3, 1.0, 10.0]
+    with pytest.raises(ConfigError, match="sigma"):
+        make_algorithm({"name": "tjpo", "sigma": 0})

@@ -12,11 +12,16 @@ actions give the same texts.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentforge.envs.alfworld.games import GameRecord, GameSet, parse_task_types
+from agentforge.envs.alfworld.gamefile import SKIP_OPTION, GameFileError, engine_errors, preload_translator
+from agentforge.envs.alfworld.games import GameRecord, GameSet, game_set, parse_task_types
 from agentforge.envs.alfworld.task_types import short_name
 from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.errors import ConfigError
@@ -32,6 +37,7 @@ _VERBS: tuple[tuple[str, str], ...] = (
     ("examine ", "examine"),
 )
 HIDDEN_COMMANDS = frozenset({"help"})
+log = logging.getLogger("agentforge.envs.alfworld")
 NOTHING_HAPPENS = "Nothing happens."  # the engine's answer to a command it cannot carry out (state unchanged)
 
 
@@ -72,29 +78,64 @@ class AlfWorldEnv:
         task_types: list[int | str] | None = None,
         eval_split: str = "valid_seen",
         test_split: str = "valid_unseen",
+        skip_broken_games: bool = False,
     ) -> None:
         if max_steps < 1:
             raise ConfigError(f"alfworld max_steps must be >= 1, got {max_steps}")
         self.max_steps = max_steps
-        self.games = GameSet(str(data_source), parse_task_types(task_types), eval_split, test_split)
+        self.games = GameSet(str(data_source), parse_task_types(task_types), eval_split, test_split,
+                             bool(skip_broken_games))
+        self._broken: set[str] = set()  # game ids that failed to load (skipped when skip_broken_games)
         self._engine: Any = None
         self._loaded: str | None = None
         self._state: Any = None
         self._episode: _Episode | None = None
 
     # -- episode -------------------------------------------------------------------------------------------------
+    @classmethod
+    def check_options(cls, options: dict[str, Any], splits: Sequence[str]) -> None:
+        """Fail fast, in the driver and before any model or worker starts: the engine is installed, the options
+        are valid, and every split the command plays has games (folder data: files scanned, broken ones named)."""
+        for module in ("textworld", "alfworld", "fast_downward"):
+            if importlib.util.find_spec(module) is None:
+                from agentforge.envs.alfworld.engine import INSTALL_HINT
+
+                raise ConfigError(f"the ALFWorld env needs {module}, which is not installed; {INSTALL_HINT}")
+        if int(options.get("max_steps", 50)) < 1:
+            raise ConfigError(f"alfworld max_steps must be >= 1, got {options['max_steps']}")
+        games = game_set(options)
+        for split in splits:
+            games.games(split)
+        preload_translator()  # should a Fast Downward error ever reach this process, unpickling it parses no argv
+
     def reset(self, task: Task) -> Observation:
-        return self.reset_to_game(self.games.game_for(task))
+        """Start the task's game; with skip_broken_games a game that fails to load is skipped (with a warning) for
+        the next one of the split, the same choice in every process since loading fails the same way everywhere."""
+        while True:
+            game = self.games.game_for(task, self._broken)
+            try:
+                return self.reset_to_game(game)
+            except GameFileError as err:
+                if not self.games.skip_broken_games:
+                    raise
+                self._broken.add(game.game_id)
+                message = f"skipping an ALFWorld game that does not load ({SKIP_OPTION}): {err}"
+                log.warning(message)
+                warnings.warn(message, stacklevel=2)
 
     def reset_to_game(self, game: GameRecord | str | Path) -> Observation:
-        """Start an episode on a given game: a record, or a `game.tw-pddl` file / game folder in the real format."""
+        """Start an episode on a given game: a record, or a `game.tw-pddl` file / game folder in the real format.
+        A game the engine cannot load raises `GameFileError` naming its file."""
         if not isinstance(game, GameRecord):
             game = folder_game(Path(game))
         engine = self._get_engine()
-        if self._loaded != game.game_id:
-            engine.load(game.path if game.path is not None else game.game_data())
-            self._loaded = game.game_id
-        self._state = engine.reset()
+        label = game.path or f"{game.game_id} (bundled)"
+        with engine_errors(label):
+            if self._loaded != game.game_id:
+                self._loaded = None
+                engine.load(game.game_data())
+                self._loaded = game.game_id
+            self._state = engine.reset()
         self._episode = _Episode(game)
         return self._observation(self._state.feedback)
 

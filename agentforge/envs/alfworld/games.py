@@ -15,13 +15,16 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import logging
 import os
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agentforge.envs.alfworld.gamefile import FIX, SKIP_OPTION, GameFileError, read_game_data, text_problem
 from agentforge.envs.alfworld.task_types import TASK_TYPES, TASK_TYPES_BY_NAME
 from agentforge.errors import ConfigError
 from agentforge.tasks import SPLIT_SEED_BASE
@@ -35,6 +38,15 @@ REAL_DATA_HINT = (
     "data_source=bundled"
 )
 SKIPPED_FOLDER_MARKS = ("movable", "Sliced")  # AlfredTWEnv skips these trajectories too
+LAYOUT = "$ALFWORLD_DATA/json_2.1.1/<split>/<task>/<trial>/{traj_data.json,game.tw-pddl}"
+LAYOUT_HINT = (
+    f"the expected layout is {LAYOUT} (split: train, valid_seen or valid_unseen; task: a folder such as "
+    "pick_and_place_simple-Pencil-None-Dresser-330; trial: a folder such as trial_T20190908_...), or the same "
+    "<split>/<task>/<trial>/ folders under the folder given as data_source"
+)
+MAX_NAMED = 5  # broken files named in one message
+
+log = logging.getLogger("agentforge.envs.alfworld")
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class GameRecord:
     def game_data(self) -> dict[str, Any]:
         """The `game.tw-pddl` content: read from the folder, or assembled from the package's domain and grammar."""
         if self.path is not None:
-            return json.loads(Path(self.path).read_text())
+            return read_game_data(self.path)
         if self.pddl_problem is None or self.task_desc is None:
             raise ConfigError(f"game {self.game_id} has neither a game file nor a problem and task sentence")
         return assemble_game_data(self.pddl_problem, self.task_desc, self.walkthrough)
@@ -140,14 +152,32 @@ def load_bundle(path: str, split: str) -> tuple[GameRecord, ...]:
 
 
 # -- folders in the real format ---------------------------------------------------------------------------------------
+class _Broken(Exception):
+    """A game folder the scan cannot use; `problem` says why (internal to the scan)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
 def _solvable(game_file: Path) -> bool:
-    """`solvable` of a game file without parsing the (large) JSON when the usual spelling is there."""
-    text = game_file.read_text()
+    """`solvable` of a game file without parsing the (large) JSON when the usual spelling is there; raises `_Broken`
+    for a file that is unreadable, truncated or not JSON."""
+    try:
+        text = game_file.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise _Broken(f"it cannot be read ({err})") from None
+    problem = text_problem(text)
+    if problem is not None:
+        raise _Broken(problem)
     if '"solvable": true' in text:
         return True
     if '"solvable": false' in text or '"solvable": null' in text:
         return False
-    return bool(json.loads(text).get("solvable"))
+    try:
+        return bool(json.loads(text).get("solvable"))
+    except (json.JSONDecodeError, AttributeError) as err:
+        raise _Broken(f"it is not a valid JSON object ({err}; truncated?)") from None
 
 
 def _folder_task_type(game_dir: Path) -> str:
@@ -155,36 +185,63 @@ def _folder_task_type(game_dir: Path) -> str:
     name = game_dir.parent.name.split("-", 1)[0]
     if name in TASK_TYPES_BY_NAME:
         return name
-    return json.loads((game_dir / "traj_data.json").read_text())["task_type"]
+    try:
+        return str(json.loads((game_dir / "traj_data.json").read_text())["task_type"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise _Broken(f"its traj_data.json is broken ({type(err).__name__}: {err}) and the folder name does not "
+                      "give the task type") from None
+
+
+def broken_files_message(broken: list[tuple[Path, str]], root: str) -> str:
+    """One message naming the first few broken game files under a folder, what is wrong with each, and the fix."""
+    named = "; ".join(f"{path} ({problem})" for path, problem in broken[:MAX_NAMED])
+    more = f" and {len(broken) - MAX_NAMED} more" if len(broken) > MAX_NAMED else ""
+    return (f"{len(broken)} broken ALFWorld game file(s) under {root}: {named}{more}. For each: {FIX}; the other "
+            "games of the split are fine")
 
 
 @cache
-def scan_folder(root: str, split: str) -> tuple[GameRecord, ...]:
-    """Every solvable game under `root` (sorted by path), as `AlfredTWEnv.collect_game_files` selects them."""
+def scan_folder(root: str, split: str, skip_broken: bool = False) -> tuple[GameRecord, ...]:
+    """Every solvable game under `root` (sorted by path), as `AlfredTWEnv.collect_game_files` selects them.
+
+    A game file that is truncated or not JSON stops the scan with an error naming it (all of them, up to a few),
+    or, with `skip_broken`, is left out with a warning naming it; the other games stay usable either way.
+    """
     records = []
+    broken: list[tuple[Path, str]] = []
     for traj in sorted(Path(root).rglob("traj_data.json")):
         game_dir = traj.parent
         if any(mark in str(game_dir) for mark in SKIPPED_FOLDER_MARKS):
             continue
         game_file = game_dir / "game.tw-pddl"
-        if not game_file.exists() or not _solvable(game_file):
+        try:
+            if not game_file.exists() or not _solvable(game_file):
+                continue
+            task_type = _folder_task_type(game_dir)
+        except _Broken as err:
+            broken.append((game_file, err.problem))
             continue
-        task_type = _folder_task_type(game_dir)
         if task_type not in TASK_TYPES_BY_NAME:
             continue
         records.append(GameRecord(
             game_id=str(game_dir.relative_to(root)), split=split, task_type=task_type, path=str(game_file)
         ))
+    if broken and not skip_broken:
+        raise GameFileError(broken_files_message(broken, root))
+    for path, problem in broken:
+        message = f"skipping broken ALFWorld game file {path}: {problem} ({SKIP_OPTION})"
+        log.warning(message)
+        warnings.warn(message, stacklevel=2)
     return tuple(records)
 
 
 def _real_data_root() -> Path:
     value = os.environ.get("ALFWORLD_DATA")
     if not value:
-        raise ConfigError(f"ALFWORLD_DATA is not set; {REAL_DATA_HINT}")
+        raise ConfigError(f"ALFWORLD_DATA is not set; {REAL_DATA_HINT}; {LAYOUT_HINT}")
     root = Path(value).expanduser() / "json_2.1.1"
     if not root.is_dir():
-        raise ConfigError(f"{root} does not exist; {REAL_DATA_HINT}")
+        raise ConfigError(f"{root} does not exist (ALFWORLD_DATA={value}); {REAL_DATA_HINT}; {LAYOUT_HINT}")
     return root
 
 
@@ -230,6 +287,7 @@ class GameSet:
     task_types: tuple[str, ...] = tuple(t.name for t in TASK_TYPES)
     eval_split: str = "valid_seen"
     test_split: str = "valid_unseen"
+    skip_broken_games: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("eval_split", self.eval_split), ("test_split", self.test_split)):
@@ -251,18 +309,30 @@ class GameSet:
         if self.data_source == "bundled":
             records = load_bundle(str(bundle_path(alf_split)), alf_split)
         else:
-            records = scan_folder(str(folder_for_split(self.data_source, alf_split)), alf_split)
+            folder = folder_for_split(self.data_source, alf_split)
+            records = scan_folder(str(folder), alf_split, bool(self.skip_broken_games))
+            if not records:
+                raise ConfigError(f"no solvable ALFWorld games under {folder} (split {alf_split!r} of data_source "
+                                  f"{self.data_source!r}): {LAYOUT_HINT}")
         wanted = set(self.task_types)
         selected = tuple(r for r in records if r.task_type in wanted)
         if not selected:
             raise ConfigError(f"no ALFWorld games of types {sorted(wanted)} in split {alf_split!r} of data_source "
-                              f"{self.data_source!r}")
+                              f"{self.data_source!r} ({len(records)} games of other types); widen env.task_types")
         return selected
 
-    def game_for(self, task: Task) -> GameRecord:
+    def game_for(self, task: Task, skip: Collection[str] = ()) -> GameRecord:
+        """The game a task plays: (seed - split base) mod the split's size, moving on to the next game while the
+        game id is in `skip` (games found broken when loaded), so the choice stays the same in every process."""
         games = self.games(task.split)
         base = SPLIT_SEED_BASE.get(task.split, 0)
-        return games[(task.seed - base) % len(games)]
+        start = (task.seed - base) % len(games)
+        for offset in range(len(games)):
+            game = games[(start + offset) % len(games)]
+            if game.game_id not in skip:
+                return game
+        raise GameFileError(f"every game of split {self.alfworld_split(task.split)!r} of data_source "
+                            f"{self.data_source!r} failed to load; {FIX}")
 
 
 def game_set(options: dict[str, Any]) -> GameSet:
@@ -272,6 +342,7 @@ def game_set(options: dict[str, Any]) -> GameSet:
         task_types=parse_task_types(options.get("task_types")),
         eval_split=str(options.get("eval_split", "valid_seen")),
         test_split=str(options.get("test_split", "valid_unseen")),
+        skip_broken_games=bool(options.get("skip_broken_games", False)),
     )
 
 

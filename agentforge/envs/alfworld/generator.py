@@ -145,8 +145,9 @@ def write_game_folder(out: Path, spec: GameSpec) -> Path:
 
 
 # -- solving -----------------------------------------------------------------------------------------------------------
-def plan_and_check(game_file: str) -> tuple[list[str] | None, str]:
-    """The planner expert's walkthrough for a game file, kept if replaying it in the same game wins.
+def plan_and_check(game_file: str, max_steps: int = MAX_WALKTHROUGH) -> tuple[list[str] | None, str]:
+    """The planner expert's walkthrough for a game file, kept if it fits in `max_steps` and replaying it in the same
+    game wins.
 
     The plan is `AlfredExpert(expert_type="planner")`'s `extra.expert_plan` at reset (what `alfworld-generate
     --expert_type planner` stores); the replay then steps the wrapped engine with replanning switched off.
@@ -161,8 +162,8 @@ def plan_and_check(game_file: str) -> tuple[list[str] | None, str]:
     plan = list(state["extra.expert_plan"] or [])
     if not plan:
         return None, "the planner found no plan"
-    if len(plan) > MAX_WALKTHROUGH:
-        return None, f"plan of {len(plan)} steps exceeds {MAX_WALKTHROUGH}"
+    if len(plan) > max_steps:
+        return None, f"plan of {len(plan)} steps exceeds {max_steps}"
     expert.request_infos.policy_commands = False  # replanning after every step is the expensive part
     player = expert._wrapped_env  # AlfredInfos(AlfredDemangler(PddlEnv)): the same game state
     for command in plan:

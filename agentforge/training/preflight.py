@@ -1,0 +1,58 @@
+"""Fail fast: check the config, the env's options, data paths and data files before anything expensive starts.
+
+Why: the model, the rollout engine (vLLM), the learner and Ray take tens of seconds to start, and env workers only
+build their envs after that, so a wrong data path used to be reported only after ~70 s. Every check here runs in
+the driver, reads files at most, and raises `ConfigError` with the problem and the fix.
+
+An env class may define `check_options(options, splits)` (a classmethod) to check its data for the splits the
+command will play (ALFWorld: the engine is installed, `ALFWORLD_DATA` or the folder holds games in the expected
+layout, broken game files are named). Every env's options are also matched against its constructor's parameters.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from omegaconf import DictConfig
+
+from agentforge.errors import ConfigError
+
+
+def command_splits(cfg: DictConfig) -> list[str]:
+    """The task splits a command plays: train → train and eval; sft → train; rollout/eval → their `split`."""
+    command = str(cfg.get("command", "rollout"))
+    if command == "train":
+        return ["train", "eval"]
+    if command == "sft":
+        return ["train"]
+    section = cfg.get(command)
+    split = section.get("split") if section is not None else None
+    return [str(split)] if split else []
+
+
+def check_env(name: str, options: dict[str, Any], splits: list[str]) -> None:
+    """The env exists, accepts these options, and (when it says how) has data for `splits`."""
+    from agentforge.envs.pool import resolve_env
+
+    env_class = resolve_env(name)
+    try:
+        inspect.signature(env_class).bind(**options)
+    except TypeError as error:
+        params = [p for p in inspect.signature(env_class).parameters if p not in ("self", "args", "kwargs")]
+        raise ConfigError(f"env {name!r} does not take these options ({error}); its options are: "
+                          f"{', '.join(params) or '(none)'}") from None
+    check = getattr(env_class, "check_options", None)
+    if callable(check):
+        check(dict(options), list(splits))
+
+
+def preflight(cfg: DictConfig) -> None:
+    """All the cheap checks for a composed config, in the order a user would fix them."""
+    from agentforge.builders import without_name
+
+    if str(cfg.get("command")) == "train":
+        from agentforge.training.config import validate_train_config
+
+        validate_train_config(cfg)
+    check_env(str(cfg.env.name), without_name(cfg.env), command_splits(cfg))
