@@ -10,6 +10,7 @@ from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns,
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
+from agentforge.algorithms.strata import StraTA
 from agentforge.algorithms.tjpo import TJPO
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "GRPO",
     "Algorithm",
     "GiGPO",
+    "StraTA",
     "TJPO",
     "TurnBatch",
     "discounted_returns",

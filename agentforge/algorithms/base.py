@@ -51,6 +51,11 @@ class Algorithm:
     def validate(self) -> None:
         """Raise ConfigError for option values that cannot work; called once at construction."""
 
+    def check_run(self, run: Mapping[str, Any]) -> None:
+        """Raise ConfigError when the algorithm cannot train with this run's settings (`run`: the plain `trainer`,
+        `agent` and `engine` config groups), e.g. a group size its rollout plan cannot fill. Called by the trainer's
+        config validation, before anything expensive starts; default: nothing to check."""
+
     # ---- rollout: how episodes are produced (StraTA, T2PO, TrajEvolve change it) ----------------------------
     def rollout_hooks(self, purpose: str) -> RolloutHooks | None:
         """Hooks into the default multi-turn workflow for `purpose` (`train`, `eval` or `rollout`); None: plain

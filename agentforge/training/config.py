@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from agentforge.algorithms import make_algorithm
 from agentforge.errors import ConfigError
 
 GROUP_RELATIVE = {"grpo", "gigpo", "tjpo", "t2po", "strata", "trajevolve"}
@@ -36,6 +37,8 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"agent.max_prompt_tokens + agent.sampling.max_new_tokens = {budget} exceeds engine.max_model_len="
             f"{max_len}; lower one or raise engine.max_model_len"
         )
+    make_algorithm(cfg.algorithm).check_run(
+        {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("trainer", "agent", "engine")})
     if float(cfg.agent.sampling.temperature) != 1.0:
         import logging
 

@@ -1,0 +1,207 @@
+"""StraTA's extra prompts: the strategy prompt (one per env family) and the critical self-judgment prompt, and the
+parsers of their answers.
+
+The strategy prompt is shown once, before turn 1, with the env's own system prompt and the episode's initial
+observation (adapted by the env's template, e.g. WebShop's search hint), so the policy writes a plan in the same
+voice it then acts in. The judgment prompt shows the strategy and the episode step by step and asks for the numbers
+of the steps that neither helped success nor followed the strategy. Both parsers never raise: a malformed answer
+comes back marked as such (a strategy then takes the format penalty, a judgment flags nothing and is counted).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agentforge.agent.prompts import PromptTemplate
+from agentforge.types import Observation, Trajectory
+
+STRATEGY_TAG = "strategy"
+JUDGMENT_TAG = "flagged"
+NO_STRATEGY = "(no strategy)"
+
+
+@dataclass(frozen=True)
+class StrategyPrompt:
+    """What an env family asks for in a strategy: `guidance` (what to plan) and a short `example`."""
+
+    guidance: str
+    example: str
+
+
+STRATEGY_PROMPTS: dict[str, StrategyPrompt] = {
+    "sokoban": StrategyPrompt(
+        guidance="where the box must go, which side of the box you must stand on before each push, the order of "
+        "your pushes, and which walls and corners to keep the box away from.",
+        example="The target is two cells right of the box. Walk around to the left side of the box, then push it "
+        "right twice. Never push it against the top wall.",
+    ),
+    "alfworld": StrategyPrompt(
+        guidance="the sub-goals in order: where the object you need is most likely to be (which receptacles to "
+        "search first), what to do with it (clean, heat, cool or examine it) and where to put it.",
+        example="Mugs are usually on countertops or in cabinets: check countertop 1, then the cabinets. Take the "
+        "mug, clean it at the sinkbasin, then go to the coffeemachine and put it there.",
+    ),
+    "webshop": StrategyPrompt(
+        guidance="the search keywords taken from the instruction, how you will choose among the results (the "
+        "attributes and the price limit), which options to click, and when to buy.",
+        example="Search for the product type with its key attributes. Open the first result that matches them and "
+        "costs less than the limit, click the colour and size asked for, then click buy now.",
+    ),
+    "scienceworld": StrategyPrompt(
+        guidance="the experiment in order: which room and objects you need, the actions to take with them (find, "
+        "move, activate, measure, focus), and how you will know the task is done.",
+        example="Go to the kitchen to find a thermometer and the substance. Focus on the substance, heat it on the "
+        "stove and read the thermometer after each step until it changes state.",
+    ),
+    "search_qa": StrategyPrompt(
+        guidance="which entities to search for and in which order (for a question about a related entity, find "
+        "that entity first), and when you know enough to answer.",
+        example="First search for the company to learn who founded it, then search for that founder's birthplace "
+        "and answer with the place name only.",
+    ),
+}
+STRATEGY_PROMPTS["alfworld_intervention"] = STRATEGY_PROMPTS["alfworld"]
+GENERIC_STRATEGY = StrategyPrompt(
+    guidance="the sub-goals that lead to success, in order, and the mistakes to avoid.",
+    example="First find what the task needs, then use it as the task says, then finish.",
+)
+
+STRATEGY_REQUEST = (
+    "{observation}{admissible}\n\n"
+    "Before you take any action, write a global strategy for this whole episode: {guidance} Keep it to a few short "
+    "sentences and do not give an action yet. Write the strategy inside <strategy> </strategy>, for example "
+    "<strategy>{example}</strategy>"
+)
+STRATEGY_NOTE = "Your strategy for this episode (follow it):\n{strategy}"
+MAX_ADMISSIBLE_SHOWN = 40
+
+JUDGMENT_SYSTEM = (
+    "You review an agent's episode critically and honestly. A step is useless when it neither helps to solve the "
+    "task nor follows the agent's strategy."
+)
+JUDGMENT_REQUEST = (
+    "The agent committed to this strategy:\n{strategy}\n\n"
+    "The task, as first shown to the agent:\n{intro}\n\n"
+    "The agent's steps:\n{steps}\n\n"
+    "Outcome: {outcome}\n\n"
+    "List the numbers of the steps that neither helped to solve the task nor followed the strategy. Answer inside "
+    "<flagged> </flagged> with the step numbers separated by commas, or <flagged>none</flagged> when every step was "
+    "useful, for example <flagged>2, 5</flagged>"
+)
+
+
+def strategy_prompt_for(env_name: str) -> StrategyPrompt:
+    """The env family's strategy prompt; a user env without one gets a generic request (still a strategy)."""
+    return STRATEGY_PROMPTS.get(env_name, GENERIC_STRATEGY)
+
+
+def strategy_messages(template: PromptTemplate, prompt: StrategyPrompt, observation: Observation,
+                      show_admissible: bool = True) -> list[dict[str, str]]:
+    """The strategy turn's chat: the env's system prompt, then its initial observation as its template shows it."""
+    shown = template.prepare(observation, [], observation.text).observation
+    admissible = ""
+    if show_admissible and shown.admissible:
+        listed = shown.admissible[:MAX_ADMISSIBLE_SHOWN]
+        more = " ..." if len(shown.admissible) > len(listed) else ""
+        admissible = f"\n\nAdmissible actions now: {', '.join(listed)}{more}."
+    user = STRATEGY_REQUEST.format(observation=shown.text, admissible=admissible, guidance=prompt.guidance,
+                                   example=prompt.example)
+    return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
+
+
+@dataclass(frozen=True)
+class ParsedStrategy:
+    """`text` is what the action prompts show; `format_ok` only for a closed, non-empty <strategy> tag."""
+
+    text: str
+    format_ok: bool
+
+
+_STRATEGY = re.compile(rf"<{STRATEGY_TAG}>(?P<body>.*?)</{STRATEGY_TAG}>", re.DOTALL | re.IGNORECASE)
+_OPEN_STRATEGY = re.compile(rf"<{STRATEGY_TAG}>(?P<body>.*)$", re.DOTALL | re.IGNORECASE)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_strategy(text: str) -> ParsedStrategy:
+    """The strategy inside <strategy>…</strategy>. A response cut off inside the tag (over its token budget) or
+    without the tag still yields text to show (the tag's content, else the whole response), marked not ok."""
+    closed = _STRATEGY.search(text)
+    if closed and _squash(closed.group("body")):
+        return ParsedStrategy(_squash(closed.group("body")), True)
+    opened = _OPEN_STRATEGY.search(text)
+    body = _squash(re.sub(r"</?\w+>", " ", opened.group("body") if opened else text))
+    return ParsedStrategy(body or NO_STRATEGY, False)
+
+
+def strategy_note(strategy: str) -> str:
+    return STRATEGY_NOTE.format(strategy=strategy)
+
+
+# ---- critical self-judgment -----------------------------------------------------------------------------------------
+def _clip(text: str, chars: int) -> str:
+    text = _squash(text)
+    return text if len(text) <= chars else text[: max(chars - 3, 0)] + "..."
+
+
+def judgment_messages(trajectory: Trajectory, strategy: str, observation_chars: int | None,
+                      intro_chars: int = 600) -> list[dict[str, str]]:
+    """The judgment chat of one finished episode. Each step shows the observation it was taken in (clipped to
+    `observation_chars`; None leaves observations out, for episodes too long to show them) and the action."""
+    lines = []
+    for number, turn in enumerate(trajectory.turns, start=1):
+        executed = bool(turn.info.get("executed", turn.valid))
+        action = turn.action if executed and turn.action else f"(invalid response: {turn.action or 'no action'})"
+        seen = f" | saw: {_clip(turn.observation, observation_chars)}" if observation_chars else ""
+        lines.append(f"Step {number}{seen} | did: {action}")
+    intro = trajectory.turns[0].observation if trajectory.turns else ""
+    outcome = "the task was solved." if trajectory.won else "the task was not solved."
+    user = JUDGMENT_REQUEST.format(strategy=strategy, intro=_clip(intro, intro_chars), steps="\n".join(lines),
+                                   outcome=outcome)
+    return [{"role": "system", "content": JUDGMENT_SYSTEM}, {"role": "user", "content": user}]
+
+
+@dataclass(frozen=True)
+class ParsedJudgment:
+    """`flagged`: 1-based step numbers (sorted, unique, within the episode); None when the answer is unparseable.
+    `out_of_range`: numbers the answer gave that the episode does not have (dropped)."""
+
+    flagged: tuple[int, ...] | None
+    out_of_range: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.flagged is not None
+
+
+_JUDGMENT = re.compile(rf"<{JUDGMENT_TAG}>(?P<body>.*?)</{JUDGMENT_TAG}>", re.DOTALL | re.IGNORECASE)
+_STEP_NUMBER = re.compile(r"^(?:step\s*)?(\d+)$", re.IGNORECASE)
+
+
+def parse_judgment(text: str, num_steps: int) -> ParsedJudgment:
+    """Step numbers inside <flagged>…</flagged> (`none` or nothing: no step). Anything else inside the tag that is
+    not a step number, or no tag at all, makes the judgment unparseable: it flags nothing."""
+    found = _JUDGMENT.search(text)
+    if not found:
+        return ParsedJudgment(None)
+    body = found.group("body").strip().strip(".")
+    if not body or body.lower() in ("none", "no steps", "nothing"):
+        return ParsedJudgment(())
+    numbers: list[int] = []
+    for piece in re.split(r"[,;]", body):
+        piece = piece.strip().strip(".")
+        if not piece:
+            continue
+        match = _STEP_NUMBER.match(piece)
+        if match is not None:
+            numbers.append(int(match.group(1)))
+        elif all(part.isdigit() for part in piece.split()):
+            numbers.extend(int(part) for part in piece.split())
+        else:
+            return ParsedJudgment(None)
+    inside = sorted({n for n in numbers if 1 <= n <= num_steps})
+    return ParsedJudgment(tuple(inside), out_of_range=len({n for n in numbers if not 1 <= n <= num_steps}))
+
