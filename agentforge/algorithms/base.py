@@ -9,6 +9,7 @@ response token of that turn.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -125,6 +126,12 @@ def _to_plain_mapping(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _build_config(config_class: type, options: Mapping[str, Any], algorithm: str) -> Any:
     valid = [f.name for f in dataclasses.fields(config_class)]
+    options = dict(options)
+    for spelled in [name for name in options if keyword.iskeyword(name) and f"{name}_" in valid]:
+        # a Python keyword (TJPO's and StraTA's `lambda`) is a `lambda_` field; configs and commands say `lambda`
+        if f"{spelled}_" in options:
+            raise ConfigError(f"algorithm {algorithm!r}: give `{spelled}` or `{spelled}_`, not both")
+        options[f"{spelled}_"] = options.pop(spelled)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ConfigError(

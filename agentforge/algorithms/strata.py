@@ -78,10 +78,6 @@ class StraTA(Algorithm):
     config: StraTAConfig
 
     def __init__(self, **options: Any) -> None:
-        if "lambda" in options:
-            if "lambda_" in options:
-                raise ConfigError("algorithm 'strata': give `lambda` or `lambda_`, not both")
-            options["lambda_"] = options.pop("lambda")
         super().__init__(**options)
         self.embedder = StrategyEmbedder(self.config.embedding_model, self.config.embedding_device)
 

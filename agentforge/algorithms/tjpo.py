@@ -58,10 +58,6 @@ class TJPO(GiGPO):
 
     def __init__(self, **options: Any) -> None:
         self._fallbacks: list[tuple[int, str | None]] = []  # per group of the last batch: (members, fallback)
-        if "lambda" in options:
-            if "lambda_" in options:
-                raise ConfigError("algorithm 'tjpo': give `lambda` or `lambda_`, not both")
-            options["lambda_"] = options.pop("lambda")
         super().__init__(**options)
 
     def validate(self) -> None:
