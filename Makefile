@@ -33,6 +33,7 @@ bench: setup
 	$(BIN)/python benchmarks/train_step.py
 	$(BIN)/python benchmarks/learner_step.py
 	$(BIN)/python benchmarks/vs_trl.py
+	$(BIN)/python benchmarks/t2po_tti.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache

@@ -24,10 +24,13 @@ USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
 commands:
   train        RL training: rollout -> advantages -> DeepSpeed update -> weight sync, with eval and checkpoints
   sft          supervised warm start on expert trajectories (writes <run dir>/model for model.init_from)
+  rft          rejection fine-tuning: roll out the policy, keep its best trajectories, one SFT epoch (T2PO's
+               cold start; writes <run dir>/model)
   rollout      play a policy on N tasks x G and write trajectories and a summary
   eval         evaluate a checkpoint: success, reward, length, trajectory diversity (D^pair, D^dpp) per
                descriptor, decoding baselines (eval.baselines=[pp,rp]), ALFWorld interventions
   sweep-report gather the jobs of a `--multirun` sweep into one table and plot (λ vs diversity vs success)
+  view         write a run's trajectories as one static HTML page (filters, Sokoban/ALFWorld/WebShop drawings)
   envs list    list the registered environments
   envs check   build each env and play one random episode
 
@@ -39,7 +42,10 @@ examples:
   agentforge rollout recipe=debug engine=hf rollout.num_tasks=4
   agentforge rollout recipe=grpo_sokoban --cfg job      (print the composed config)
   agentforge train recipe=tjpo_alfworld --multirun algorithm.lambda=0,0.1,0.3,0.5
+  agentforge train recipe=t2po_sokoban --multirun algorithm.alpha=0.2,0.4,0.6,0.8
+  agentforge rft recipe=t2po_webshop model.init_from=runs/sft/<time>/model
   agentforge sweep-report multirun/train/<time>
+  agentforge view runs/train/<time>                 (writes runs/train/<time>/trajectories.html)
   agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
   agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
 """
@@ -63,6 +69,12 @@ def _run_eval(cfg: DictConfig) -> None:
     run_eval(cfg)
 
 
+def _run_rft(cfg: DictConfig) -> None:
+    from agentforge.training.rft import run_rft
+
+    run_rft(cfg)
+
+
 def _run_sft(cfg: DictConfig) -> None:
     from agentforge.training.sft import run_sft
 
@@ -70,9 +82,9 @@ def _run_sft(cfg: DictConfig) -> None:
 
 
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
-    "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "eval": _run_eval,
+    "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "rft": _run_rft, "eval": _run_eval,
 }
-PLAIN_COMMANDS = ("envs", "sweep-report")
+PLAIN_COMMANDS = ("envs", "sweep-report", "view")
 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
@@ -220,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
             from agentforge.evaluation.sweep_report import sweep_report_command
 
             return sweep_report_command(rest)
+        if command == "view":
+            from agentforge.viewer.command import view_command
+
+            return view_command(rest)
         if command not in HYDRA_COMMANDS:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)

@@ -29,6 +29,18 @@ if ! ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal; then
     echo "note: install libtcmalloc-minimal4 (e.g. sudo apt-get install libtcmalloc-minimal4) for lower peak memory"
   fi
 fi
+# chromium-headless-shell: the headless browser the trajectory viewer's test drives through Playwright
+# (tests/integration/test_viewer_browser.py, skipped without it; Playwright's own browser download is not used).
+# Best effort, like tcmalloc: ~2 min and ~400 MB the first time.
+if [ ! -x /usr/bin/chromium-headless-shell ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q chromium-headless-shell >/dev/null 2>&1 || \
+      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium-headless-shell >/dev/null 2>&1) || \
+      echo "note: could not install chromium-headless-shell (apt); the viewer's browser test will be skipped"
+  else
+    echo "note: install chromium-headless-shell (e.g. sudo apt-get install chromium-headless-shell) for the viewer's browser test"
+  fi
+fi
 # ALFWorld's engine: two C++/Cython wheels built once into ~/.cache/agentforge/wheels (~4 min), then reused.
 VENV="$VENV" bash scripts/install_alfworld.sh
 "$VENV/bin/python" -c "import agentforge, vllm, ray, deepspeed, transformers, peft, hydra; print('agentforge installed')"

@@ -101,3 +101,27 @@ def parse_response(
         if mentioned is not None:
             return ParsedResponse(mentioned, think, False, True, "format: no <action> tag; action found in free text")
     return ParsedResponse(None, think, False, False, "format: no action found")
+
+
+THINK_CLOSE = "</think>"
+
+
+def think_token_count(tokenizer: object, token_ids: list[int], text: str) -> int:
+    """How many of a response's tokens are thinking: up to and including the one that completes `</think>`; the
+    whole response when `<think>` is never closed; 0 when the response does not think at all.
+
+    Counted on the engine's own token ids (the shortest prefix whose decoded text holds `</think>`, found by
+    bisection: a few decodes per turn), so it is exact where re-tokenising the thinking text would not be.
+    """
+    lowered = text.lower()
+    if THINK_CLOSE not in lowered:
+        return len(token_ids) if "<think>" in lowered else 0
+    decode = tokenizer.decode  # type: ignore[attr-defined]
+    low, high = 1, len(token_ids)
+    while low < high:
+        mid = (low + high) // 2
+        if THINK_CLOSE in decode(token_ids[:mid], skip_special_tokens=True).lower():
+            high = mid
+        else:
+            low = mid + 1
+    return high

@@ -11,7 +11,9 @@ from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
 from agentforge.algorithms.strata import StraTA
+from agentforge.algorithms.t2po import T2PO
 from agentforge.algorithms.tjpo import TJPO
+from agentforge.algorithms.trajevolve import TrajEvolve
 
 __all__ = [
     "ALGORITHMS",
@@ -19,7 +21,9 @@ __all__ = [
     "Algorithm",
     "GiGPO",
     "StraTA",
+    "T2PO",
     "TJPO",
+    "TrajEvolve",
     "TurnBatch",
     "discounted_returns",
     "group_relative",

@@ -32,6 +32,7 @@ from agentforge.agent.strategy import (
     strategy_note,
     strategy_prompt_for,
 )
+from agentforge.algorithms.necessity import label_necessity
 from agentforge.algorithms.strategy_selection import (
     BUNDLED_MODEL,
     StrategyEmbedder,
@@ -236,41 +237,35 @@ class StraTAHooks(RolloutHooks):
         """Beyond the paper (which audited judgments with an external model): counterfactual necessity labels on
         won episodes whose judgment parsed, and how often a flag agrees with "redundant".
 
-        Labels as ALGORITHMS.md's TrajEvolve section states them: walk t = 1..T; drop step t (and the steps already
-        found redundant) and replay the remaining executed actions from the task's initial state; if the task is
-        still won, t is redundant. A turn the env never executed (an invalid response) is redundant without replay.
-        Replays run on the pool's scratch envs, batched across episodes step by step.
+        Labels from `algorithms.necessity` (TrajEvolve's procedure, shared): walk t = 1..T; drop step t (and the
+        steps already found redundant) and replay the remaining executed actions from the task's initial state; if
+        the task is still won, t is redundant, and so are the later steps that replay could not carry out (Dep(t)).
+        A turn the env never executed (an invalid response) or did not carry out is redundant without replay.
+        Replays run on the pool's scratch envs, batched across episodes. The logged observations are not checked
+        against a verification replay here (`verify=False`: the audit is a metric, not a training signal).
         """
         items = [e for e in judged if e.trajectory.won and e.trajectory.meta.get("judgment") == "ok"
                  and not e.plan.prefix]
         if not items:
             return
-        steps = {e.slot: [(n, t.action) for n, t in enumerate(e.trajectory.turns, start=1)
-                          if t.info.get("executed") and t.action] for e in items}
-        redundant = {e.slot: {n for n, t in enumerate(e.trajectory.turns, start=1)
-                              if not (t.info.get("executed") and t.action)} for e in items}
         try:
-            for position in range(max(len(v) for v in steps.values())):
-                owners = [(e, steps[e.slot][position][0]) for e in items if position < len(steps[e.slot])]
-                requests = [(e.trajectory.task, [a for n, a in steps[e.slot] if n != number
-                                                 and n not in redundant[e.slot]]) for e, number in owners]
-                for (episode, number), replayed in zip(owners, ctx.pool.replay(requests), strict=True):
-                    if replayed.won:
-                        redundant[episode.slot].add(number)
+            results = label_necessity(ctx.pool, [e.trajectory for e in items], verify=False,
+                                      fallback="set algorithm.judge_replay_agreement=false")
         except AgentforgeError as error:  # an env that cannot replay: no labels, the rollout goes on
             self._counts["replay_label_failures"] += len(items)
             log.warning("StraTA: no replay labels for %d won episode(s): %s", len(items), error)
             return
-        for episode in items:
+        for episode, result in zip(items, results, strict=True):
             trajectory = episode.trajectory
-            labels = sorted(redundant[episode.slot])
+            redundant = {k + 1 for k in result.redundant}
+            labels = sorted(redundant)
             trajectory.meta["replay_redundant_steps"] = labels
             flagged = set(trajectory.meta.get("flagged_steps", ()))
             numbers = range(1, trajectory.length + 1)
             self._counts["replay_labelled_steps"] += trajectory.length
-            self._counts["replay_agreeing_steps"] += sum((n in flagged) == (n in redundant[episode.slot])
-                                                         for n in numbers)
+            self._counts["replay_agreeing_steps"] += sum((n in flagged) == (n in redundant) for n in numbers)
             self._counts["replay_redundant_steps"] += len(labels)
+            self._counts["replays"] += result.replays
 
     def _judgment_prompt(self, ctx: RolloutContext, episode: Episode) -> list[int] | None:
         """Judgment prompt ids within agent.max_prompt_tokens: with clipped observations, else actions only, else
@@ -322,6 +317,7 @@ class StraTAHooks(RolloutHooks):
                 "strata/replay_redundant_fraction": _ratio(c["replay_redundant_steps"], c["replay_labelled_steps"]),
                 "strata/judgment_replay_agreement": _ratio(c["replay_agreeing_steps"], c["replay_labelled_steps"]),
                 "strata/replay_label_failures": c["replay_label_failures"],
+                "strata/replays": c["replays"],
             })
         return {k: float(v) for k, v in out.items()}
 

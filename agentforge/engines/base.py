@@ -21,6 +21,7 @@ class RolloutEngine(Protocol):
     """
 
     tokenizer: Any
+    vocab_size: int  # the width of a logits row (|V| of the model's output layer; may exceed len(tokenizer))
 
     def generate(
         self,

@@ -124,6 +124,7 @@ class HFEngine:
         self.device = torch.device(device)
         self.tokenizer = load_tokenizer(spec)
         self.model = load_hf_model(spec, dtype).to(self.device)
+        self.vocab_size = int(self.model.config.vocab_size)  # the logits row width |V|
         self.rng = EngineRng(seed)
         eos = self.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])

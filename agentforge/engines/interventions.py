@@ -32,6 +32,7 @@ interventions and uncertainty need the in-process vLLM engine (`VLLM_ENABLE_V1_M
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,6 +252,117 @@ class SlotFill(Intervention):
             return self.prefix[n]
         offset = n - len(self.prefix) - self.free
         return self.suffix[offset] if 0 <= offset < len(self.suffix) else None
+
+
+def self_calibrated_uncertainty(entropy: Any, top_prob: Any, vocab_size: int, alpha: float) -> Any:
+    """T2PO's per-token signal M = α·H/log|V| + (1 − α)·(1 − p_max), in [0, 1] (floats, arrays or tensors).
+
+    Entropy alone is blind to how the top probability is split off; confidence alone to how the rest is spread:
+    the mix tells apart distributions either one would call equal. `vocab_size` is |V|, the logits row width.
+    """
+    if vocab_size < 2:
+        raise ConfigError(f"self-calibrated uncertainty needs a vocabulary of 2+ tokens, got {vocab_size}")
+    return alpha * (entropy / math.log(vocab_size)) + (1.0 - alpha) * (1.0 - top_prob)
+
+
+TOKEN_PIECES: dict[str, list[str]] = {}  # key -> each token id's text, for interventions that watch the output text
+
+
+def register_token_pieces(tokenizer: Any, vocab_size: int | None = None) -> str:
+    """Publish `tokenizer`'s per-token texts once (0.4 s for 49k tokens) and return their key.
+
+    Interventions that watch for a tag must read text, not token sequences: BPE merges a tag's characters with its
+    neighbours' (SmolLM2 writes `</think><action>` as `</`, `think`, `><`, `action`, `>`), so no fixed id sequence
+    marks it. In-process engines only (as every intervention).
+    """
+    key = f"{type(tokenizer).__name__}:{getattr(tokenizer, 'name_or_path', '')}:{len(tokenizer)}:{vocab_size}"
+    if key not in TOKEN_PIECES:
+        pieces = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        TOKEN_PIECES[key] = pieces + [""] * max(0, (vocab_size or 0) - len(pieces))
+    return key
+
+
+@INTERVENTIONS.register("think_plateau_stop")
+class ThinkPlateauStop(Intervention):
+    """T2PO's token-level thinking intervention (TTI): end the thinking once its uncertainty stops moving.
+
+    Per step t (output position), M_t = self-calibrated uncertainty of the raw next-token distribution. Once the
+    output has at least `min_think_tokens` tokens and |M_t − M_{t−1}| < `epsilon` held for `window` consecutive
+    steps, the `queue` (the ids of `</think>`, newline, `<action>`) is forced, one token per step, and sampling
+    resumes for the action. It watches only the thinking: once the output text holds any of `stop_texts` (`</think>`,
+    the action's opening tag), read through the token texts registered under `pieces`, it stops for good. Fires at
+    most once.
+
+    State is keyed by output position (M and the streak of small changes ending there), so a repeated call for a
+    position (vLLM's discarded partial-prefill sample) decides again from the same history.
+    """
+
+    kind = "think_plateau_stop"
+    wants_uncertainty = True
+
+    def __init__(self, queue: Sequence[int], vocab_size: int, alpha: float = 0.4, epsilon: float = 0.05,
+                 window: int = 4, min_think_tokens: int = 32, stop_texts: Sequence[str] = (),
+                 pieces: str | None = None) -> None:
+        super().__init__()
+        self.queue = _token_ids(queue, "think_plateau_stop.queue")
+        if not self.queue:
+            raise ConfigError("think_plateau_stop.queue is empty; give the ids of '</think>\\n<action>'")
+        self.vocab_size = int(vocab_size)
+        self.alpha, self.epsilon = float(alpha), float(epsilon)
+        self.window, self.min_think_tokens = int(window), int(min_think_tokens)
+        if not 0.0 <= self.alpha <= 1.0 or self.epsilon < 0 or self.window < 1 or self.min_think_tokens < 0:
+            raise ConfigError(f"think_plateau_stop: need alpha in [0, 1], epsilon >= 0, window >= 1, "
+                              f"min_think_tokens >= 0; got {alpha}, {epsilon}, {window}, {min_think_tokens}")
+        self.stop_texts = [str(t).lower() for t in stop_texts if t]
+        if self.stop_texts and pieces not in TOKEN_PIECES:
+            raise ConfigError("think_plateau_stop.stop_texts needs the tokenizer's token texts: pass "
+                              "pieces=register_token_pieces(tokenizer)")
+        self.pieces = TOKEN_PIECES[pieces] if self.stop_texts and pieces is not None else []
+        self.keep = max((len(t) for t in self.stop_texts), default=0) + 16  # text tail long enough for a tag
+        self.tail, self.read = "", 0  # the output text's tail and how many output tokens it covers
+        self.signal: dict[int, float] = {}  # output position -> M
+        self.streak: dict[int, int] = {}  # output position -> consecutive small changes ending there
+        self.start: int | None = None  # output position of the first forced token, once fired
+        self.stopped = False
+
+    def _closed(self, output_ids: Sequence[int]) -> bool:
+        """Whether the output text so far holds a stop text (read incrementally; the output only grows)."""
+        if not self.stop_texts:
+            return False
+        pieces = self.pieces
+        for token in output_ids[self.read:]:
+            self.tail = (self.tail + (pieces[token] if 0 <= token < len(pieces) else "")).lower()[-self.keep:]
+            if any(stop in self.tail for stop in self.stop_texts):
+                return True
+        self.read = len(output_ids)
+        return False
+
+    def forced_token(self, output_ids: Sequence[int], logits: torch.Tensor) -> int | None:
+        n = len(output_ids)
+        if self.start == n:
+            self.start = None  # a repeated call for the firing position decides again
+        if self.start is not None:
+            offset = n - self.start
+            return self.queue[offset] if 0 <= offset < len(self.queue) else None
+        if self.stopped:
+            return None
+        if self._closed(output_ids):
+            self.stopped = True  # the model closed its thinking (or began the action) itself
+            return None
+        entropy, top_prob = self.current_uncertainty(logits)
+        signal = self_calibrated_uncertainty(entropy, top_prob, self.vocab_size, self.alpha)
+        self.signal[n] = signal
+        previous = self.signal.get(n - 1)
+        small = previous is not None and abs(signal - previous) < self.epsilon
+        self.streak[n] = self.streak.get(n - 1, 0) + 1 if small else 0
+        if n >= self.min_think_tokens and self.streak[n] >= self.window:
+            self.start = n
+            return self.queue[0]
+        return None
+
+    @property
+    def fired(self) -> bool:
+        return self.start is not None
 
 
 # ------------------------------------------------------------------------------------------- vLLM side channel

@@ -235,6 +235,7 @@ class VLLMEngine:
                 kv_cache_memory_bytes=None if self.on_gpu else int(float(kv_cache_space_gb) * 2**30),
             )
         self.tokenizer = self.llm.get_tokenizer()
+        self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())  # the logits row width |V|
         self.rng = EngineRng(seed)
 
     # ------------------------------------------------------------------------------------------- generation

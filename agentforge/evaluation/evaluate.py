@@ -23,6 +23,7 @@ from agentforge.evaluation.checkpoint_source import CheckpointSource, resolve_ch
 from agentforge.evaluation.evaluator import Evaluator, resolve_descriptors
 from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
 from agentforge.tracking.progress import console
+from agentforge.training.summary import view_hint
 
 ALGORITHM_LABELS = {"grpo": "GRPO", "gigpo": "GiGPO", "tjpo": "TJPO"}
 
@@ -100,6 +101,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
 
         console.print(intervention_table(interventions))
     console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
+    console.print(f"viewer: {view_hint(folder)}", soft_wrap=True)
     report["markdown"] = eval_markdown(report)
     return report
 

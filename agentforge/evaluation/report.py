@@ -26,7 +26,8 @@ def _number(value: Any, digits: int, scale: float = 1.0) -> str:
 def table_columns(descriptors: list[str]) -> list[tuple[str, str, int, float]]:
     """(header, metric key, digits, scale) of every column after the method's name."""
     columns = [("Success", "success_rate", 4, 1.0), ("Reward", "mean_return", 3, 1.0),
-               ("Succ. len", "mean_success_length", 2, 1.0), ("Invalid", "invalid_action_rate", 3, 1.0)]
+               ("Succ. len", "mean_success_length", 2, 1.0), ("Tok/succ.", "tokens_per_success", 1, 1.0),
+               ("Think tok/turn", "think_tokens_per_turn", 1, 1.0), ("Invalid", "invalid_action_rate", 3, 1.0)]
     for name in descriptors:
         columns.append((f"D^pair {name}", f"div_pair/{name}", 4, 1.0))
         columns.append((f"D^dpp {name} (×10⁻³)", f"div_dpp/{name}", 3, DPP_SCALE))

@@ -27,7 +27,12 @@ FAILED_MARKER = "FAILED"  # written into a job's run dir by the CLI when the job
 STALE_SECONDS = 1800  # a job without summary whose files have not changed for this long is reported as failed
 DPP_SCALE = 1e3
 BASE_COLUMNS = (("success", "eval/success_rate"), ("return", "eval/mean_return"),
-                ("succ. len", "eval/mean_success_length"))
+                ("succ. len", "eval/mean_success_length"), ("tok/succ.", "eval/tokens_per_success"),
+                ("think tok/turn", "eval/think_tokens_per_turn"), ("forced turns", "eval/forced_turn_rate"),
+                ("regen./turn (train)", "train/regeneration_rate"))
+# shown only where some job has a non-zero value (T2PO's TTI and TDS; 0 for every other algorithm)
+NONZERO_COLUMNS = ("eval/forced_turn_rate", "train/regeneration_rate")
+TRAIN_KEYS = ("train/regeneration_rate",)  # training metrics of the eval's iteration that the table reports
 
 
 @dataclass
@@ -140,16 +145,17 @@ def read_job(path: Path, now: float | None = None) -> Job:
     job = Job(path=path, overrides=overrides, status="running", config=config if isinstance(config, dict) else {},
               iterations=int(iterations) if isinstance(iterations, int) else None)
     rows = [r for r in _metrics_rows(path / "metrics.jsonl") if "eval/success_rate" in r]
+    train = {k: v for k, v in _numeric(rows[-1]).items() if k in TRAIN_KEYS} if rows else {}
     if rows:
         job.iteration = int(rows[-1].get("iteration", 0))
-        job.metrics = {k: v for k, v in _numeric(rows[-1]).items() if k.startswith("eval/")}
+        job.metrics = {k: v for k, v in _numeric(rows[-1]).items() if k.startswith("eval/")} | train
     summary = _read_json(path / "summary.json")
     if summary is not None:
         job.status = "finished"
         after = summary.get("after")
         if isinstance(after, dict):
             job.iteration = int(after.get("iteration", job.iteration or 0))
-            job.metrics = {k: v for k, v in _numeric(after).items() if k.startswith("eval/")}
+            job.metrics = {k: v for k, v in _numeric(after).items() if k.startswith("eval/")} | train
         if not job.metrics:
             job.note = "no eval logged (trainer.eval_every=0?)"
         return job
@@ -282,7 +288,8 @@ def optimised_diversity_key(jobs: list[Job], available: list[str]) -> str | None
 def build_report(jobs: list[Job], diversity_metric: str | None = None) -> SweepReport:
     swept = swept_keys(jobs)
     div = diversity_keys(jobs)
-    base = [key for _, key in BASE_COLUMNS if any(key in job.metrics for job in jobs)]
+    base = [key for _, key in BASE_COLUMNS if any(
+        job.metrics.get(key) if key in NONZERO_COLUMNS else key in job.metrics for job in jobs)]
     y2 = diversity_metric or optimised_diversity_key(jobs, div)
     if y2 is not None and not y2.startswith("eval/"):
         y2 = f"eval/{y2}"

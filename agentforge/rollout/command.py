@@ -20,6 +20,7 @@ from agentforge.builders import (
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.progress import console, rollout_progress
+from agentforge.training.summary import view_hint
 from agentforge.types import Group
 
 
@@ -70,5 +71,6 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
         summary.update({f"success/{k}": v for k, v in by_type.items()})
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(summary_table(f"rollout summary ({total} episodes)", summary))
-    console.print(f"trajectories: {run_dir / 'trajectories.jsonl'}\nsummary: {run_dir / 'summary.json'}")
+    console.print(f"trajectories: {run_dir / 'trajectories.jsonl'}\nsummary: {run_dir / 'summary.json'}\n"
+                  f"viewer: {view_hint(run_dir)}", soft_wrap=True)
     return summary

@@ -8,10 +8,11 @@ defaults reproduce plain multi-turn play exactly.
 - `before_first_turn`: after reset (and any replayed prefix), before turn 1 (e.g. write a strategy, add it to
   `Episode.notes`, record it as a span with a trained role).
 - `turn_intervention`: the decoding intervention for an episode's next turn (default: the recipe's).
+- `turn_sampling`: the sampling config of the env turns (default: the recipe's; T2PO asks for per-token uncertainty).
 - `review_turns`: after a turn is generated and before the env steps: keep it, or discard it and generate it again
   from the same state (the discarded attempt is kept as a NOT_TRAINED span and counted).
 - `after_episodes`: when every episode has ended (e.g. judge each trajectory, adjust rewards, label steps).
-- `metrics`: what the hooks counted in the last run, logged under `rollout/`.
+- `metrics`: what the hooks counted in the last run, logged with the rollout's own metrics (`train/…`, `eval/…`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
-from agentforge.types import Completion, Task
+from agentforge.types import Completion, SamplingConfig, Task
 
 # A turn may be regenerated this many times at most, whatever a hook asks: a hook that never accepts must not hang.
 MAX_TURN_ATTEMPTS = 16
@@ -39,6 +40,9 @@ class RolloutHooks:
 
     def turn_intervention(self, episode: Episode, ctx: RolloutContext) -> InterventionSpec | None:
         return ctx.intervention
+
+    def turn_sampling(self, ctx: RolloutContext) -> SamplingConfig:
+        return ctx.config.sampling
 
     def review_turns(self, episodes: list[Episode], completions: list[Completion], attempt: int,
                      ctx: RolloutContext) -> list[bool]:

@@ -23,6 +23,14 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
         "mean_turns": _ratio(turns, len(trajectories)),
         "mean_success_length": _ratio(sum(t.length for t in trajectories if t.won), sum(t.won for t in trajectories)),
         "invalid_action_rate": _ratio(sum(t.invalid_turns for t in trajectories), turns),
+        # efficiency (T2PO's report, for every algorithm): the kept turns' generated tokens of a successful
+        # trajectory, thinking tokens per turn, turns with forced tokens (T2PO: TTI fired), regenerations per turn
+        "tokens_per_success": _ratio(sum(t.response_tokens for t in trajectories if t.won),
+                                     sum(t.won for t in trajectories)),
+        "think_tokens_per_turn": _ratio(sum(turn.info.get("think_tokens", 0) for t in trajectories
+                                            for turn in t.turns), turns),
+        "forced_turn_rate": _ratio(sum(any(turn.forced_mask) for t in trajectories for turn in t.turns), turns),
+        "regeneration_rate": _ratio(stats.regenerated_turns, stats.turns),
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": _ratio(stats.generated_tokens, stats.generate_seconds),
         "env_steps": stats.env_steps,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentforge.agent.parsing import ParsedResponse, parse_response
+from agentforge.agent.parsing import ParsedResponse, parse_response, think_token_count
 from agentforge.agent.prompts import HistoryEntry
 from agentforge.envs.replay import ReplayResult
 from agentforge.errors import AgentforgeError, ConfigError
@@ -111,7 +111,9 @@ class MultiTurnWorkflow(RolloutWorkflow):
             outcome = results.get(episode.slot)
             env_reward = outcome.reward if outcome is not None else 0.0
             penalty = 0.0 if result.valid else ctx.config.invalid_penalty
-            info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error}
+            info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error,
+                                    "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids,
+                                                                      completion.text)}
             if outcome is not None:
                 info.update(outcome.info)
             shown_action = result.action if outcome is not None else f"(invalid: {result.action or 'none'})"
@@ -151,7 +153,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
             batch = [active[i] for i in pending]
             specs = [self.hooks.turn_intervention(e, ctx) for e in batch]
             interventions = specs if any(s is not None for s in specs) else None
-            completions = ctx.generate([prompts[i] for i in pending], interventions=interventions)
+            completions = ctx.generate([prompts[i] for i in pending], self.hooks.turn_sampling(ctx),
+                                       interventions=interventions)
             keep = list(self.hooks.review_turns(batch, completions, attempt, ctx))
             if len(keep) != len(batch):
                 raise AgentforgeError(f"rollout hooks {self.hooks.name!r}: review_turns returned {len(keep)} "

@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.errors import require
+from agentforge.tracking.trajectories import (
+    TABLE_COLUMNS,
+    iteration_files,
+    table_rows,
+    trajectory_file,
+    write_records,
+)
 
 
 def _finite(value: Any) -> Any:
@@ -61,12 +68,27 @@ class RunTracker:
             for sample in samples:
                 f.write(json.dumps({"iteration": step, **sample}) + "\n")
 
+    def log_trajectories(self, step: int, records: list[dict[str, Any]]) -> Path:
+        """An iteration's whole trajectories (`tracking.trajectories.trajectory_records`): a gzipped JSONL file per
+        iteration for `agentforge view`, and a wandb table (one row per turn) when wandb is on."""
+        path = write_records(trajectory_file(self.run_dir, step), ({"iteration": step, **r} for r in records))
+        if self._wandb is not None:
+            import wandb
+
+            table = wandb.Table(columns=TABLE_COLUMNS, data=table_rows(step, records))
+            self._wandb.log({"trajectories": table}, step=step)
+        return path
+
     def truncate_after(self, step: int) -> None:
-        """On resume, drop lines logged after the checkpoint so the metrics file has no duplicate iterations."""
+        """On resume, drop lines logged after the checkpoint so the metrics file has no duplicate iterations (and
+        the trajectory files of those iterations: the resumed run writes them again)."""
         for path in (self.metrics_path, self.samples_path):
             if path.exists():
                 kept = [line for line in path.read_text().splitlines() if json.loads(line)["iteration"] <= step]
                 path.write_text("".join(line + "\n" for line in kept))
+        for iteration, path in iteration_files(self.run_dir).items():
+            if iteration > step:
+                path.unlink()
 
     def close(self) -> None:
         if self._wandb is not None:

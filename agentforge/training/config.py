@@ -38,7 +38,7 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"{max_len}; lower one or raise engine.max_model_len"
         )
     make_algorithm(cfg.algorithm).check_run(
-        {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("trainer", "agent", "engine")})
+        {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("trainer", "agent", "engine", "model", "env")})
     if float(cfg.agent.sampling.temperature) != 1.0:
         import logging
 

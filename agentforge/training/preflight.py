@@ -20,11 +20,11 @@ from agentforge.errors import ConfigError
 
 
 def command_splits(cfg: DictConfig) -> list[str]:
-    """The task splits a command plays: train → train and eval; sft → train; rollout/eval → their `split`."""
+    """The task splits a command plays: train → train and eval; sft, rft → train; rollout/eval → their `split`."""
     command = str(cfg.get("command", "rollout"))
     if command == "train":
         return ["train", "eval"]
-    if command == "sft":
+    if command in ("sft", "rft"):
         return ["train"]
     section = cfg.get(command)
     split = section.get("split") if section is not None else None

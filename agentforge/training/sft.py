@@ -154,14 +154,17 @@ def sft_steps(cfg: DictConfig, data: list[Trajectory]) -> int:
 
 
 def run_sft_epochs(
-    cfg: DictConfig, learner: Learner, data: list[Trajectory], on_step: Callable[[int, dict[str, float]], None]
+    cfg: DictConfig, learner: Learner, data: list[Trajectory], on_step: Callable[[int, dict[str, float]], None],
+    section: str = "sft",
 ) -> int:
-    """`sft.epochs` passes over the data in shuffled batches of `sft.batch_size` trajectories; returns the steps."""
+    """`<section>.epochs` passes over the data in shuffled batches of `<section>.batch_size` trajectories (section
+    `sft`: expert data; `rft`: the policy's kept rollouts); returns the steps."""
+    options = cfg[section]
     rng = random.Random(int(cfg.seed))
-    batch_size = int(cfg.sft.batch_size)
-    lr = float(cfg.sft.lr) if cfg.sft.get("lr") is not None else None
+    batch_size = int(options.batch_size)
+    lr = float(options.lr) if options.get("lr") is not None else None
     step = 0
-    for _epoch in range(int(cfg.sft.epochs)):
+    for _epoch in range(int(options.epochs)):
         order = data[:]
         rng.shuffle(order)
         for start in range(0, len(order), batch_size):

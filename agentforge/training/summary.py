@@ -74,3 +74,9 @@ def verdict(first: dict[str, Any], last: dict[str, Any]) -> str:
         change = "changed beyond noise" if beyond_noise(first, last, key) else "changed within noise"
         parts.append(f"{label} {first[key]:.1%} → {last[key]:.1%}: {change}")
     return f"{first['name']} → {last['name']}: " + "; ".join(parts)
+
+
+def view_hint(run_dir: Any) -> str:
+    """The command that turns a run's trajectories into a page, named at the end of every train and eval run (the
+    page itself is written on demand: a long run's page can take seconds and megabytes)."""
+    return f"agentforge view {run_dir}  (writes {run_dir}/trajectories.html)"

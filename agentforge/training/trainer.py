@@ -10,6 +10,7 @@ import json
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +40,7 @@ from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rn
 from agentforge.training.config import resolve_resume_dir
 from agentforge.training.interrupt import critical
 from agentforge.training.preflight import preflight
-from agentforge.training.summary import eval_row, summary_table, verdict
+from agentforge.training.summary import eval_row, summary_table, verdict, view_hint
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -74,8 +75,12 @@ class Trainer:
         self.run_dir = resume_dir if self.resuming else prepare_run_dir(cfg)
 
         self.spec = build_model_spec(cfg)
-        sft_budget = int(cfg.sft.epochs) * -(-int(cfg.sft.num_tasks) // int(cfg.sft.batch_size))  # upper bound
-        total_steps = int(self.tcfg.iterations) + (sft_budget if self.tcfg.warm_start else 0)
+        self.warm_start_modes = warm_start_modes(self.tcfg.warm_start)
+        if "rft" in self.warm_start_modes:
+            from agentforge.training.rft import check_rft_config
+
+            check_rft_config(cfg.rft)
+        total_steps = int(self.tcfg.iterations) + warm_start_budget(cfg, self.warm_start_modes)
         learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": total_steps})
         learner_cfg.validate_for_model(self.spec.path)
         check_memory_fit(self.spec.path, learner_cfg)
@@ -176,12 +181,20 @@ class Trainer:
             "train/input_tokens": sum(len(s.input_ids) for s in samples),
         })
         self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
+        # ---- whole trajectories with advantages, for `agentforge view` and wandb tables (trainer.save_trajectories)
+        if self.tcfg.get("save_trajectories", True):
+            from agentforge.tracking.trajectories import trajectory_records
+
+            self.tracker.log_trajectories(iteration + 1, trajectory_records(
+                groups, advantages, span_advantages, self.engine.tokenizer,
+                with_tokens=bool(self.tcfg.get("trajectory_tokens", False))))
+        # ---- end of trajectories
         return metrics
 
     def _start(self, progress: TrainProgress) -> None:
         """Iteration 0: evaluate the model as given, warm-start it on expert data if asked, evaluate again."""
         first: dict[str, Any] = {}
-        if self.tcfg.warm_start:
+        if self.warm_start_modes:
             if self.tcfg.eval_before:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
@@ -193,25 +206,38 @@ class Trainer:
             self.tracker.log(0, first)
 
     def warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
-        """SFT on expert trajectories with the same learner (RFT-style cold start), then sync the engine."""
+        """The warm starts `trainer.warm_start` names, in order (expert SFT, RFT), each followed by a weight sync."""
+        metrics: dict[str, float] = {}
+        for mode in self.warm_start_modes:
+            metrics.update(self.expert_warm_start(progress) if mode == "expert" else self.rft_warm_start(progress))
+        return metrics
+
+    def rft_warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
+        """RFT (T2PO's cold start): roll out the current policy, keep its best trajectories, one SFT epoch."""
+        from agentforge.training.rft import rft_dataset, rft_steps, run_rft_epochs
+
+        started = time.perf_counter()
+        callback = progress.rollout_callback("rft rollout") if progress else None
+        data = rft_dataset(self.cfg, self.ctx, self.algorithm.workflow("rollout"), callback)
+        steps = rft_steps(self.cfg, len(data.kept))
+        console.print(f"[bold]warm start (rft)[/]: kept {len(data.kept)} of {data.played} rollouts ({data.won} won), "
+                      f"{steps} steps")
+        last: dict[str, float] = {}
+        run_rft_epochs(self.cfg, self.learner, data, sft_step_reporter("rft", steps, progress, last))
+        self._sync_weights()
+        return {**data.summary, "rft/loss": last.get("loss", float("nan")), "rft/steps": steps,
+                "time/rft": time.perf_counter() - started}
+
+    def expert_warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
+        """SFT on expert trajectories with the same learner, then sync the engine."""
         from agentforge.training.sft import expert_dataset, run_sft_epochs, sft_steps
 
         data = expert_dataset(self.cfg, self.engine.tokenizer)
         steps = sft_steps(self.cfg, data)
         console.print(f"[bold]warm start[/]: SFT on {len(data)} expert trajectories, {steps} steps")
         last: dict[str, float] = {}
-
-        def on_step(step: int, metrics: dict[str, float]) -> None:
-            last.update(metrics)
-            console.print(f"  sft step {step}/{steps} · loss {metrics.get('loss', float('nan')):.4f}")
-            if progress and step < steps:
-                progress.phase(f"warm start: SFT step {step + 1}/{steps}")
-
-        if progress:
-            progress.phase(f"warm start: SFT step 1/{steps}")
-
         started = time.perf_counter()
-        run_sft_epochs(self.cfg, self.learner, data, on_step)
+        run_sft_epochs(self.cfg, self.learner, data, sft_step_reporter("sft", steps, progress, last))
         self._sync_weights()
         return {"sft/loss": last.get("loss", float("nan")), "sft/steps": steps, "sft/trajectories": len(data),
                 "time/warm_start": time.perf_counter() - started}
@@ -284,7 +310,8 @@ class Trainer:
                 for line in verdicts:
                     console.print(line, highlight=False)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        console.print(f"run dir: {self.run_dir}\ncurves: {plot}")
+        console.print(f"run dir: {self.run_dir}\ncurves: {plot}\ntrajectories: {view_hint(self.run_dir)}",
+                      soft_wrap=True)  # paths to copy: never folded
         return summary
 
     def close(self) -> None:
@@ -302,6 +329,50 @@ def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
     names = descriptors_for_env(env_name)
     optimised = getattr(getattr(algorithm, "descriptor", None), "name", None)
     return names + [optimised] if optimised and optimised not in names else names
+
+
+def sft_step_reporter(label: str, steps: int, progress: TrainProgress | None,
+                      last: dict[str, float]) -> Callable[[int, dict[str, float]], None]:
+    """A warm start's per-step callback: a console line per step, the progress phase, the last metrics kept."""
+    if progress:
+        progress.phase(f"warm start: {label.upper()} step 1/{steps}")
+
+    def on_step(step: int, metrics: dict[str, float]) -> None:
+        last.update(metrics)
+        console.print(f"  {label} step {step}/{steps} · loss {metrics.get('loss', float('nan')):.4f}")
+        if progress and step < steps:
+            progress.phase(f"warm start: {label.upper()} step {step + 1}/{steps}")
+
+    return on_step
+
+
+WARM_STARTS = ("expert", "rft")
+
+
+def warm_start_modes(setting: Any) -> list[str]:
+    """`trainer.warm_start` as a list of modes: false → []; true → [expert]; a name or a list of names."""
+    if setting in (False, None, "false", "none"):
+        return []
+    if setting is True or setting == "true":
+        return ["expert"]
+    names = [str(setting)] if isinstance(setting, str) else [str(name) for name in setting]
+    unknown = [name for name in names if name not in WARM_STARTS]
+    if unknown:
+        raise AgentforgeError(f"trainer.warm_start: unknown mode(s) {unknown}; use true/false, expert, rft or a "
+                              "list such as [expert, rft]")
+    return names
+
+
+def warm_start_budget(cfg: DictConfig, modes: list[str]) -> int:
+    """An upper bound on the warm starts' optimizer steps (the learner's LR schedule spans them and RL)."""
+    from agentforge.training.rft import rft_step_budget
+
+    steps = 0
+    if "expert" in modes:
+        steps += int(cfg.sft.epochs) * -(-int(cfg.sft.num_tasks) // int(cfg.sft.batch_size))
+    if "rft" in modes:
+        steps += rft_step_budget(cfg)
+    return steps
 
 
 def run_train(cfg: DictConfig) -> dict[str, Any]:

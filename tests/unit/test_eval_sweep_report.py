@@ -116,3 +116,23 @@ def test_keys_only_some_gathered_jobs_set_are_not_swept_by_that_alone(sweep, tmp
     make_job(tmp_path / "other", 0, ["algorithm.lambda=0.7"])
     jobs = [read_job(p) for p in find_job_dirs([str(sweep), str(tmp_path / "other")])]
     assert build_report(jobs).swept == ["algorithm.lambda"]
+
+
+def test_efficiency_columns_and_t2po_rates(tmp_path):
+    """T2PO's efficiency columns: tokens per success and thinking always; forced turns (TTI) and the training
+    regeneration rate (TDS) only where some job has them non-zero."""
+    root = tmp_path / "multirun"
+    for number, (alpha, forced, regen) in enumerate([(0.2, 0.0, 0.0), (0.4, 0.25, 0.5)]):
+        metrics = {**eval_metrics(0.5, 0.1), "eval/tokens_per_success": 40.0 + number,
+                   "eval/think_tokens_per_turn": 9.0, "eval/forced_turn_rate": forced}
+        make_job(root, number, ["recipe=t2po_sokoban", f"algorithm.alpha={alpha}"],
+                 [(4, {**metrics, "train/regeneration_rate": regen})], summary={"iteration": 4, **metrics})
+    report = build_report([read_job(p) for p in find_job_dirs([str(root)])])
+    header = report.header()
+    for column in ("tok/succ.", "think tok/turn", "forced turns", "regen./turn (train)"):
+        assert column in header
+    rows = report.rows()
+    assert rows[1][header.index("regen./turn (train)")] == "0.500"
+    assert rows[1][header.index("tok/succ.")] == "41.000"
+    quiet = build_report([read_job(root / "0")])  # a job where neither fired: no TTI/TDS columns
+    assert "forced turns" not in quiet.header() and "regen./turn (train)" not in quiet.header()

@@ -1,0 +1,129 @@
+"""TrajEvolve: GiGPO advantages with hindsight step credit from counterfactual necessity labels.
+
+Built so far (docs/trajevolve.md says what is not): after each training rollout the hooks (`trajevolve_rollout`)
+label every step of every won episode Necessary or Redundant by replay (`necessity`), and optionally a step
+discriminator (`discriminator`) learns those labels and labels the other steps; here the base advantage is GiGPO's,
+and a redundant step of a trajectory whose episode advantage A_E is positive gets a non-positive one:
+
+    redundant_credit = zero   → A_t = 0                         (default, project choice)
+                       negate → A_t = −|A_t|
+                       scale  → A_t = −redundant_scale · |A_t|  (0 = zero, 1 = negate)
+
+Necessary steps, steps of trajectories with A_E ≤ 0 and unlabelled steps (failures, diverged replays) keep GiGPO's
+advantage. "Positive-advantage trajectory" is read as A_E > 0 (the trajectory-level part of GiGPO's advantage), so
+a group where every rollout wins (A_E = 0) gives no hindsight credit. The default `zero` is the mildest mapping the
+paper allows ("non-positive"): it stops rewarding a step the win did not need without pushing it down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agentforge.algorithms.advantage_utils import TurnBatch, iter_turns
+from agentforge.algorithms.base import ALGORITHMS, check_bool, check_choice, check_number
+from agentforge.algorithms.discriminator import StepDiscriminator
+from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
+from agentforge.algorithms.necessity import REDUNDANT
+from agentforge.algorithms.strategy_selection import BUNDLED_MODEL, require_embedding
+from agentforge.errors import ConfigError
+from agentforge.types import Group
+
+if TYPE_CHECKING:
+    from agentforge.rollout.hooks import RolloutHooks
+
+REDUNDANT_CREDITS = ("zero", "negate", "scale")
+
+
+@dataclass
+class TrajEvolveConfig(GiGPOConfig):
+    """GiGPO's options plus TrajEvolve's. `counterfactual`: replay labels on won training episodes; `verify_replay`:
+    check each replay reproduces the logged episode first (diverged ones are skipped and counted); `verify_pruned`:
+    replay each labelled episode's necessary steps alone and record whether they still win (the prune strategy's
+    verification, logged; evolved samples are not built yet); `eval_labels`:
+    label eval episodes too (replays cost env time; the step counts are reported either way). `discriminator`: the
+    step discriminator (`algorithms.discriminator`) learns from the replay labels while training and labels the
+    steps they do not reach. `evolve`: trajectory evolution, not built yet: true is an error saying so."""
+
+    counterfactual: bool = True
+    verify_replay: bool = True
+    verify_pruned: bool = True
+    redundant_credit: str = "zero"
+    redundant_scale: float = 0.5
+    eval_labels: bool = False
+    evolve: bool = False
+    discriminator: bool = False
+
+
+@ALGORITHMS.register("trajevolve")
+class TrajEvolve(GiGPO):
+    """GiGPO plus hindsight credit on replay-labelled redundant steps (see the module doc)."""
+
+    name = "trajevolve"
+    config_class = TrajEvolveConfig
+    config: TrajEvolveConfig
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # the step discriminator learns across iterations, so it lives with the algorithm, not the per-run hooks
+        self.discriminator = StepDiscriminator() if self.config.discriminator else None
+
+    def validate(self) -> None:
+        super().validate()
+        c = self.config
+        for option in ("counterfactual", "verify_replay", "verify_pruned", "eval_labels", "evolve", "discriminator"):
+            check_bool(self.name, option, getattr(c, option))
+        check_choice(self.name, "redundant_credit", c.redundant_credit, REDUNDANT_CREDITS)
+        check_number(self.name, "redundant_scale", c.redundant_scale, low=0.0, high=1.0)
+        if c.evolve:
+            raise ConfigError("algorithm 'trajevolve': evolve=true asks for trajectory evolution (prune, branch, "
+                              "think-only regeneration), which is not built yet (docs/trajevolve.md); set "
+                              "algorithm.evolve=false")
+        if c.discriminator:
+            require_embedding(BUNDLED_MODEL)
+
+    def rollout_hooks(self, purpose: str) -> RolloutHooks:
+        """Training: replay labels (with `counterfactual`). Eval and `agentforge rollout`: the step counts, and
+        labels only with `eval_labels`."""
+        from agentforge.algorithms.trajevolve_rollout import TrajEvolveHooks, TrajEvolveRolloutOptions
+
+        c = self.config
+        label = bool(c.counterfactual) and (purpose == "train" or bool(c.eval_labels))
+        options = TrajEvolveRolloutOptions(label=label, verify=bool(c.verify_replay),
+                                           verify_pruned=bool(c.verify_pruned),
+                                           discriminate=bool(c.discriminator) and purpose == "train")
+        return TrajEvolveHooks(options, self.discriminator)
+
+    def advantages(self, groups: Sequence[Group]) -> np.ndarray:
+        batch = TurnBatch.from_groups(groups)
+        base = self.compute(batch)
+        redundant = np.fromiter((turn.info.get("necessity") == REDUNDANT for turn in iter_turns(groups)), dtype=bool,
+                                count=batch.n_turns)
+        advantages = hindsight_credit(base, self.episode_advantages(batch), redundant, self.credit_scale)
+        self.last_metrics.update(credit_metrics(base, advantages, redundant))
+        return advantages
+
+    @property
+    def credit_scale(self) -> float:
+        """s in A_t = −s·|A_t| for a redundant step of a positive-advantage trajectory."""
+        return {"zero": 0.0, "negate": 1.0}.get(self.config.redundant_credit, float(self.config.redundant_scale))
+
+
+def hindsight_credit(advantages: np.ndarray, episode: np.ndarray, redundant: np.ndarray, scale: float) -> np.ndarray:
+    """Per turn: −scale·|A| where the turn is redundant and its trajectory's episode advantage is positive, else A."""
+    hit = redundant & (episode > 0)
+    out = advantages.astype(np.float64, copy=True)
+    out[hit] = -scale * np.abs(advantages[hit])
+    return out
+
+
+def credit_metrics(base: np.ndarray, advantages: np.ndarray, redundant: np.ndarray) -> dict[str, float]:
+    changed = base != advantages
+    return {
+        "redundant_turn_fraction": float(redundant.mean()) if redundant.size else 0.0,
+        "hindsight_credited_turns": float(changed.sum()),
+        "hindsight_adv_shift_mean": float((advantages - base).mean()) if base.size else 0.0,
+    }

@@ -1,0 +1,161 @@
+"""Rejection fine-tuning (RFT) cold start, T2PO's B.1: roll out the policy as it is, keep its high-scoring
+trajectories, one epoch of SFT on them with the same learner.
+
+The data are the policy's own turns, exactly as the engine produced them (token ids; tokens a decoding
+intervention forced stay out of the loss). Kept: trajectories whose score (`rft.score`: `won` = 1/0, or `return` =
+the env's rewards summed, without the agent's invalid-turn penalties) reaches `rft.threshold`, and, with
+`rft.require_valid`, every turn of which is well formed (the paper: RFT is there to filter malformed actions).
+
+Used by `agentforge rft recipe=...` (writes `<run dir>/model` for `model.init_from`) and by the trainer's
+`trainer.warm_start: rft` (or `[expert, rft]`: the expert SFT first, then RFT from the result).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from agentforge.errors import ConfigError
+from agentforge.learner import Learner
+from agentforge.rollout.workflow import ProgressCallback, RolloutContext, RolloutWorkflow
+from agentforge.tasks import TaskSampler
+from agentforge.tracking.progress import console
+from agentforge.types import Trajectory
+
+SCORES = ("won", "return")
+
+
+@dataclass
+class RFTData:
+    """The kept trajectories and what the filter saw."""
+
+    kept: list[Trajectory]
+    played: int
+    won: int
+    rollout_seconds: float
+
+    @property
+    def summary(self) -> dict[str, float]:
+        return {"rft/played": self.played, "rft/kept": len(self.kept), "rft/won": self.won,
+                "rft/kept_rate": len(self.kept) / self.played if self.played else 0.0,
+                "rft/kept_turns": sum(t.length for t in self.kept), "time/rft_rollout": self.rollout_seconds}
+
+
+def check_rft_config(rft: Any) -> None:
+    """Reject settings that cannot work, before anything starts."""
+    if str(rft.score) not in SCORES:
+        raise ConfigError(f"rft.score={rft.score!r} is not one of {', '.join(SCORES)}")
+    for key in ("num_tasks", "group_size", "epochs", "batch_size"):
+        if int(rft[key]) < 1:
+            raise ConfigError(f"rft.{key} must be >= 1, got {rft[key]}")
+
+
+def trajectory_score(trajectory: Trajectory, score: str) -> float:
+    if score == "won":
+        return float(trajectory.won)
+    return float(sum(turn.env_reward for turn in trajectory.turns))
+
+
+def rft_dataset(cfg: DictConfig, ctx: RolloutContext, workflow: RolloutWorkflow,
+                on_progress: ProgressCallback | None = None) -> RFTData:
+    """Roll out `rft.num_tasks` train tasks × `rft.group_size` with the current weights and filter them."""
+    rft = cfg.rft
+    check_rft_config(rft)
+    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(rft.seed_offset)).sample(int(rft.num_tasks))
+    if rft.get("temperature") is not None:
+        ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(rft.temperature)))
+    started = time.perf_counter()
+    result = workflow.run(ctx, tasks, int(rft.group_size), on_progress)
+    played = [t for g in result.groups for t in g.trajectories]
+    threshold, score = float(rft.threshold), str(rft.score)
+    kept = [t for t in played if trajectory_score(t, score) >= threshold
+            and (not rft.require_valid or all(turn.valid for turn in t.turns)) and t.turns]
+    data = RFTData(kept, len(played), sum(t.won for t in played), time.perf_counter() - started)
+    if not kept:
+        raise ConfigError(
+            f"RFT kept none of {len(played)} trajectories ({data.won} won; rft.score={score}, rft.threshold="
+            f"{threshold}, rft.require_valid={bool(rft.require_valid)}): the policy is too weak to filter from. "
+            "Warm-start it on expert play first (trainer.warm_start=[expert,rft]), lower rft.threshold, or raise "
+            "rft.num_tasks / rft.group_size")
+    return data
+
+
+def rft_steps(cfg: DictConfig, kept: int) -> int:
+    return int(cfg.rft.epochs) * -(-kept // int(cfg.rft.batch_size))
+
+
+def rft_step_budget(cfg: DictConfig) -> int:
+    """An upper bound on RFT's optimizer steps (every rollout kept), for the learner's schedule."""
+    return rft_steps(cfg, int(cfg.rft.num_tasks) * int(cfg.rft.group_size))
+
+
+def run_rft_epochs(cfg: DictConfig, learner: Learner, data: RFTData,
+                   on_step: Callable[[int, dict[str, float]], None]) -> int:
+    from agentforge.training.sft import run_sft_epochs
+
+    return run_sft_epochs(cfg, learner, data.kept, on_step, section="rft")
+
+
+def run_rft(cfg: DictConfig) -> dict[str, Any]:
+    """`agentforge rft recipe=...`: roll out the recipe's policy, keep the best, one SFT epoch, write the model."""
+    from agentforge.algorithms import make_algorithm
+    from agentforge.builders import (
+        build_engine,
+        build_model_spec,
+        build_pool,
+        build_rollout_context,
+        plain,
+        prepare_run_dir,
+    )
+    from agentforge.envs.pool import ensure_ray
+    from agentforge.learner import LearnerConfig
+    from agentforge.tracking.tracker import RunTracker
+    from agentforge.training.preflight import preflight
+    from agentforge.training.sft import save_full_model
+
+    check_rft_config(cfg.rft)
+    preflight(cfg)
+    run_dir = prepare_run_dir(cfg)
+    spec = build_model_spec(cfg)
+    engine = build_engine(cfg, spec)
+    if cfg.env_pool.kind == "ray":
+        ensure_ray()
+    pool = build_pool(cfg)
+    learner = None
+    tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
+    try:
+        ctx = build_rollout_context(cfg, engine, pool)
+        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
+        console.print(f"[bold]rft[/] {cfg.rft.num_tasks} tasks x {cfg.rft.group_size} rollouts of {spec.name} on "
+                      f"{cfg.env.name}, keeping {cfg.rft.score} >= {cfg.rft.threshold}")
+        data = rft_dataset(cfg, ctx, workflow, _print_progress)
+        steps = rft_steps(cfg, len(data.kept))
+        console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
+        learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
+
+        def on_step(step: int, metrics: dict[str, float]) -> None:
+            tracker.log(step, {f"rft/{k}": v for k, v in metrics.items()})
+            console.print(f"rft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
+
+        done = run_rft_epochs(cfg, learner, data, on_step)
+        out_dir = Path(cfg.rft.output) if cfg.rft.get("output") else run_dir / "model"
+        save_full_model(spec, learner.export_weights(), out_dir)
+    finally:
+        tracker.close()
+        for closer in (learner.close if learner else None, pool.close, engine.close):
+            if closer is not None:
+                closer()
+    summary = {"model": str(out_dir), "steps": done, **data.summary}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(f"RFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
+    return summary
+
+
+def _print_progress(done: int, total: int, stats: Any) -> None:
+    console.print(f"  rft rollout: {done}/{total} episodes · {stats.generated_tokens} tokens")

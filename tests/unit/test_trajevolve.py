@@ -1,0 +1,85 @@
+"""TrajEvolve's hindsight credit against hand-worked groups, and its config checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from agentforge.algorithms import GiGPO, make_algorithm
+from agentforge.algorithms.necessity import NECESSARY, REDUNDANT
+from agentforge.algorithms.trajevolve import hindsight_credit
+from agentforge.errors import ConfigError
+from agentforge.types import Group, Task, Trajectory, Turn
+
+pytestmark = pytest.mark.unit
+
+
+def make_group(trajectories: Sequence[tuple[bool, Sequence[tuple[float, str, str | None]]]]) -> Group:
+    """One group; each trajectory is (won, [(reward, anchor, necessity label or None), ...])."""
+    task = Task(env="test", seed=0)
+    out = []
+    for i, (won, turns) in enumerate(trajectories):
+        out.append(Trajectory(task=task, rollout_index=i, won=won, turns=[
+            Turn([1], [2], [-0.1], [False], "<action>a", "a", True, r, r, anchor, anchor,
+                 info={} if label is None else {"necessity": label}) for r, anchor, label in turns]))
+    return Group(task=task, trajectories=out)
+
+
+# a won trajectory with a redundant detour (turns 2 and 3) and a lost one; no anchor repeats across them, so GiGPO's
+# step part is 0 and every turn carries the episode advantage A_E = R_i - mean R: (+0.45, -0.45)
+WON = (True, [(0.0, "s0", NECESSARY), (0.0, "s1", REDUNDANT), (0.0, "s2", REDUNDANT), (0.9, "s3", NECESSARY)])
+LOST = (False, [(0.0, "t0", None), (0.0, "t1", None)])
+
+
+@pytest.mark.parametrize(("credit", "redundant_value"), [("zero", 0.0), ("negate", -0.45), ("scale", -0.225)])
+def test_redundant_steps_of_a_positive_trajectory_get_a_non_positive_advantage(credit, redundant_value):
+    groups = [make_group([WON, LOST])]
+    algorithm = make_algorithm({"name": "trajevolve", "redundant_credit": credit, "redundant_scale": 0.5})
+    advantages = algorithm.advantages(groups)
+    np.testing.assert_allclose(advantages, [0.45, redundant_value, redundant_value, 0.45, -0.45, -0.45], atol=1e-9)
+    assert algorithm.last_metrics["hindsight_credited_turns"] == 2
+    assert algorithm.last_metrics["redundant_turn_fraction"] == pytest.approx(2 / 6)
+
+
+def test_without_labels_or_a_positive_trajectory_it_is_gigpo():
+    """Unlabelled groups, and a group where every rollout wins (A_E = 0 everywhere): exactly GiGPO's advantages."""
+    unlabelled = make_group([(True, [(r, a, None) for r, a, _ in WON[1]]), LOST])
+    all_won = make_group([WON, WON])
+    for groups in ([unlabelled], [all_won]):
+        expected = GiGPO().advantages(groups)
+        np.testing.assert_array_equal(make_algorithm({"name": "trajevolve", "redundant_credit": "negate"})
+                                      .advantages(groups), expected)
+
+
+def test_hindsight_credit_touches_only_redundant_turns_with_a_positive_episode_advantage():
+    advantages = np.array([0.5, -0.2, 0.3, 0.7])
+    episode = np.array([0.4, 0.4, -0.1, 0.0])
+    redundant = np.array([False, True, True, True])
+    np.testing.assert_allclose(hindsight_credit(advantages, episode, redundant, 1.0), [0.5, -0.2, 0.3, 0.7])
+    np.testing.assert_allclose(hindsight_credit(np.array([0.5, 0.2]), np.array([0.4, 0.4]), np.array([False, True]),
+                                                0.5), [0.5, -0.1])
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"redundant_credit": "half"}, "redundant_credit='half' is not one of zero, negate, scale"),
+    ({"redundant_scale": 1.5}, "redundant_scale=1.5"),
+    ({"counterfactual": "yes"}, "counterfactual='yes' must be true or false"),
+    ({"evolve": True}, "not built yet"),
+    ({"gamma": 2.0}, "gamma=2.0"),
+])
+def test_bad_options_are_refused_with_the_reason(options, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        make_algorithm({"name": "trajevolve", **options})
+
+
+def test_the_recipes_compose_with_trajevolve_on_their_env():
+    from agentforge.config import compose_config
+
+    for recipe, env in (("trajevolve_sokoban", "sokoban"), ("trajevolve_alfworld", "alfworld"),
+                        ("trajevolve_webshop", "webshop")):
+        cfg = compose_config([f"recipe={recipe}", "command=train"])
+        assert (cfg.algorithm.name, cfg.env.name) == ("trajevolve", env)
+        assert cfg.algorithm.evolve is False and cfg.algorithm.discriminator is False
+        make_algorithm(cfg.algorithm)
