@@ -10,6 +10,15 @@ import pytest
 
 from agentforge.models import ModelSpec, load_tokenizer, resolve_model
 
+# One training iteration on the tiny fp32 model, in-process envs, an eval after it, no checkpoint: what an
+# algorithm's end-to-end wiring test needs (it adds its recipe and its own overrides).
+TINY_TRAIN = [
+    "model=tiny", "command=train", "logger.wandb=false", "env_pool.kind=local", "model.dtype=float32",
+    "engine.dtype=float32", "learner.dtype=float32", "trainer.iterations=1", "trainer.tasks_per_iteration=2",
+    "trainer.eval_before=false", "trainer.eval_every=1", "trainer.eval_tasks=2", "trainer.checkpoint_every=0",
+    "agent.max_turns=2",
+]
+
 
 @pytest.fixture(scope="session")
 def tiny_spec() -> ModelSpec:
@@ -27,3 +36,14 @@ def tiny_model_dir(tiny_spec: ModelSpec) -> Path:
 def tiny_tokenizer(tiny_spec: ModelSpec) -> Any:
     """The SmolLM2 tokenizer (ChatML template, `<|im_end|>` as EOS and pad)."""
     return load_tokenizer(tiny_spec)
+
+
+@pytest.fixture
+def tiny_train_config(tmp_path: Path) -> Any:
+    """`make(recipe, *overrides)`: a one-iteration tiny-model train config (TINY_TRAIN) writing to tmp_path/run."""
+    from agentforge.config import compose_config
+
+    def make(recipe: str, *overrides: str) -> Any:
+        return compose_config([f"recipe={recipe}", *TINY_TRAIN, *overrides], run_dir=str(tmp_path / "run"))
+
+    return make

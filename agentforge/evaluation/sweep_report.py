@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from agentforge.errors import AgentforgeError
+from agentforge.tracking.tracker import read_metrics
 
 FAILED_MARKER = "FAILED"  # written into a job's run dir by the CLI when the job raised
 STALE_SECONDS = 1800  # a job without summary whose files have not changed for this long is reported as failed
@@ -108,15 +109,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _metrics_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash mid-write
-    return rows
 
 
 def _numeric(values: dict[str, Any]) -> dict[str, float]:
@@ -144,7 +136,7 @@ def read_job(path: Path, now: float | None = None) -> Job:
     iterations = (config.get("trainer") or {}).get("iterations") if isinstance(config, dict) else None
     job = Job(path=path, overrides=overrides, status="running", config=config if isinstance(config, dict) else {},
               iterations=int(iterations) if isinstance(iterations, int) else None)
-    rows = [r for r in _metrics_rows(path / "metrics.jsonl") if "eval/success_rate" in r]
+    rows = [r for r in read_metrics(path / "metrics.jsonl") if "eval/success_rate" in r]
     train = {k: v for k, v in _numeric(rows[-1]).items() if k in TRAIN_KEYS} if rows else {}
     if rows:
         job.iteration = int(rows[-1].get("iteration", 0))

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from agentforge.errors import AgentforgeError
+from agentforge.tracking.tracker import read_metrics
 from agentforge.tracking.trajectories import TRAJECTORY_DIR, iteration_files, read_records
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "eval.json", "summary.json", "samples.jsonl")
@@ -157,7 +158,7 @@ def load_run(path: Path, iterations: set[int] | None = None, last: int | None = 
     config = _read_config(path)
     kind = str(config.get("command") or _guess_kind(path))
     env = (config.get("env") or {}).get("name")
-    view = RunView(path, kind, env, [], config, _read_metrics(path / "metrics.jsonl"))
+    view = RunView(path, kind, env, [], config, read_metrics(path / "metrics.jsonl"))
     view.sections += _training_sections(path, view, iterations, last)
     view.sections += _trajectory_file_sections(path)
     if not view.sections:
@@ -263,15 +264,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _read_metrics(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a killed run
-    return rows
 
 
 def _guess_kind(path: Path) -> str:

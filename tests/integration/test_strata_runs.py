@@ -154,18 +154,13 @@ def test_eval_hooks_give_every_episode_its_own_strategy_and_no_judgment(engine):
         assert t.spans[0].info["format_ok"] == (t.meta["strategy"] != NO_STRATEGY)
 
 
-def test_one_training_iteration_of_the_sokoban_recipe(tmp_path):
+def test_one_training_iteration_of_the_sokoban_recipe(tmp_path, tiny_train_config):
+    from agentforge.tracking.tracker import read_metrics
     from agentforge.training.trainer import Trainer
 
-    cfg = compose_config([
-        "recipe=strata_sokoban", "model=tiny", "command=train", "logger.wandb=false", "env_pool.kind=local",
-        "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "trainer.warm_start=false",
-        "trainer.iterations=1", "trainer.tasks_per_iteration=2", "trainer.eval_before=false", "trainer.eval_every=1",
-        "trainer.eval_tasks=2", "trainer.checkpoint_every=0", "agent.max_turns=2", "agent.sampling.max_new_tokens=16",
-        "algorithm.strategy_max_tokens=16", "algorithm.judge_max_tokens=8",
-    ], run_dir=str(tmp_path / "run"))
-    Trainer(cfg).fit()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    Trainer(tiny_train_config("strata_sokoban", "trainer.warm_start=false", "agent.sampling.max_new_tokens=16",
+                              "algorithm.strategy_max_tokens=16", "algorithm.judge_max_tokens=8")).fit()
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     row = next(r for r in rows if r["iteration"] == 1)
     for key in ("train/loss", "train/strata/judgment_flag_rate", "train/strata/judgment_parse_failures",
                 "train/strata/strategy_tokens_mean", "train/strata/strategy_cosine_chosen",

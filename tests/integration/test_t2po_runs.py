@@ -146,19 +146,15 @@ def test_rft_keeps_only_what_passes_the_filter(ctx):
         rft_dataset(cfg, ctx, workflow)
 
 
-def test_one_training_iteration_with_rft_warm_start(tmp_path):
+def test_one_training_iteration_with_rft_warm_start(tmp_path, tiny_train_config):
+    from agentforge.tracking.tracker import read_metrics
     from agentforge.training.trainer import Trainer
 
-    cfg = compose_config([
-        "recipe=t2po_sokoban", "model=tiny", "command=train", "logger.wandb=false", "env_pool.kind=local",
-        "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "trainer.warm_start=rft",
-        "rft.num_tasks=2", "rft.group_size=2", "rft.score=return", "rft.threshold=-1000", "rft.require_valid=false",
-        "trainer.iterations=1", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_before=false",
-        "trainer.eval_every=1", "trainer.eval_tasks=2", "trainer.checkpoint_every=0", "agent.max_turns=2",
-        "agent.sampling.max_new_tokens=12", "algorithm.eta=1.0", "algorithm.max_try=1",
-    ], run_dir=str(tmp_path / "run"))
-    Trainer(cfg).fit()
-    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    Trainer(tiny_train_config(
+        "t2po_sokoban", "trainer.warm_start=rft", "rft.num_tasks=2", "rft.group_size=2", "rft.score=return",
+        "rft.threshold=-1000", "rft.require_valid=false", "trainer.group_size=2", "agent.sampling.max_new_tokens=12",
+        "algorithm.eta=1.0", "algorithm.max_try=1")).fit()
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     first = next(r for r in rows if r["iteration"] == 0)
     assert first["rft/kept"] == 4 and first["rft/steps"] >= 1 and np.isfinite(first["rft/loss"])
     row = next(r for r in rows if r["iteration"] == 1)

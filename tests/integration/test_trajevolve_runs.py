@@ -3,7 +3,6 @@ samples; one training iteration of the tiny model in vLLM's CPU engine logs the 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.necessity import NECESSARY, REDUNDANT
-from agentforge.config import compose_config
 from agentforge.envs.base import ENVS, make_env
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv, apply_action
@@ -142,21 +140,15 @@ def test_an_env_that_cannot_replay_is_refused_before_the_first_turn():
                            AgentConfig()))
 
 
-def test_one_training_iteration_logs_the_redundancy_report(tmp_path):
+def test_one_training_iteration_logs_the_redundancy_report(tmp_path, tiny_train_config):
     """The whole loop with the discriminator on: rollout hooks, labels, credit, update, eval. (The tiny model wins
     nothing, so there is nothing to label: this checks the wiring, the label tests above check the labels.)"""
+    from agentforge.tracking.tracker import read_metrics
     from agentforge.training.trainer import Trainer
 
-    cfg = compose_config([
-        "recipe=trajevolve_sokoban", "model=tiny", "command=train", "logger.wandb=false", "env_pool.kind=local",
-        "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "trainer.warm_start=false",
-        "trainer.iterations=1", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_before=false",
-        "trainer.eval_every=1", "trainer.eval_tasks=2", "trainer.checkpoint_every=0", "agent.max_turns=2",
-        "agent.sampling.max_new_tokens=12", "algorithm.discriminator=true",
-    ], run_dir=str(tmp_path / "run"))
-    Trainer(cfg).fit()
-    rows: list[dict[str, Any]] = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text()
-                                  .splitlines()]
+    Trainer(tiny_train_config("trajevolve_sokoban", "trainer.warm_start=false", "trainer.group_size=2",
+                              "agent.sampling.max_new_tokens=12", "algorithm.discriminator=true")).fit()
+    rows: list[dict[str, Any]] = read_metrics(tmp_path / "run" / "metrics.jsonl")
     row = next(r for r in rows if r["iteration"] == 1)
     for key in ("train/loss", "train/trajevolve/steps_mean", "train/trajevolve/success_steps_mean",
                 "train/trajevolve/redundant_step_fraction", "train/trajevolve/replays_per_trajectory",

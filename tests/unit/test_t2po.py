@@ -192,9 +192,9 @@ def test_tds_makes_the_authors_decisions(previous, attempts, eta, max_try, expec
     assert decisions == expected
     assert hooks.counts["regenerated"] == sum(expected)
     assert hooks.previous[0] == pytest.approx(attempts[len(expected) - 1])  # the kept attempt's score is remembered
-    for gamma_decision, (gamma, attempt) in zip(expected, ((abs(a - previous), i) for i, a in enumerate(attempts)),
-                                                strict=False) if previous is not None else ():
-        assert tds_regenerates(gamma, eta, attempt, max_try) == gamma_decision
+    if previous is not None:  # the rule itself, attempt by attempt
+        for attempt, (score, decision) in enumerate(zip(attempts, expected, strict=False)):
+            assert tds_regenerates(abs(score - previous), eta, attempt, max_try) == decision
 
 
 def test_tds_is_off_outside_training_and_turn_scores_skip_forced_tokens():
