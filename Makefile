@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup demo test test-unit lint bench clean
+.PHONY: setup demo test test-unit test-slurm docker-check lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -18,6 +18,16 @@ test: setup
 
 test-unit: setup
 	$(BIN)/python -m pytest -q -m unit
+
+# A real local Slurm (scripts/slurm_local.sh: apt, root; two emulated nodes): multi-node launch, requeue/resume and
+# submitit sweeps on the tiny model, ~17 min on 2 cores. Not part of `make test` (skipped there); docs/cluster.md.
+test-slurm: setup
+	AGENTFORGE_TEST_SLURM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/slurm
+
+# hadolint both Dockerfiles + `pip install --dry-run` of each image's requirement set (docker/check.sh, ~1.5 min,
+# network-bound; CI runs it beside `make test`).
+docker-check: setup
+	bash docker/check.sh
 
 lint: setup
 	$(BIN)/ruff check .

@@ -31,6 +31,8 @@ commands:
                descriptor, decoding baselines (eval.baselines=[pp,rp]), ALFWorld interventions
   sweep-report gather the jobs of a `--multirun` sweep into one table and plot (λ vs diversity vs success)
   view         write a run's trajectories as one static HTML page (filters, Sokoban/ALFWorld/WebShop drawings)
+  launch slurm submit a training run as a Slurm job: a Ray cluster over its nodes, the trainer as its driver,
+               requeued and resumed before the time limit (`agentforge launch help`; --dry-run prints the script)
   envs list    list the registered environments
   envs check   build each env and play one random episode
 
@@ -46,6 +48,7 @@ examples:
   agentforge rft recipe=t2po_webshop model.init_from=runs/sft/<time>/model
   agentforge sweep-report multirun/train/<time>
   agentforge view runs/train/<time>                 (writes runs/train/<time>/trajectories.html)
+  agentforge launch slurm recipe=tjpo_alfworld nodes=2 cpus_per_node=16 time=12:00:00 --dry-run
   agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
   agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
 """
@@ -84,7 +87,7 @@ def _run_sft(cfg: DictConfig) -> None:
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
     "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "rft": _run_rft, "eval": _run_eval,
 }
-PLAIN_COMMANDS = ("envs", "sweep-report", "view")
+PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch")
 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
@@ -236,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             from agentforge.viewer.command import view_command
 
             return view_command(rest)
+        if command == "launch":
+            from agentforge.launch.slurm import launch_command
+
+            return launch_command(rest)
         if command not in HYDRA_COMMANDS:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
@@ -248,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentforgeError as error:
         print(f"agentforge: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("agentforge: stopped", file=sys.stderr)
-        return EXIT_STATUS
+    except KeyboardInterrupt as stop:  # Ctrl-C: 130; a scheduler's SIGUSR1/SIGTERM after its checkpoint: 128 + signal
+        print(f"agentforge: stopped{f' ({stop})' if str(stop) else ''}", file=sys.stderr)
+        return int(getattr(stop, "status", EXIT_STATUS))
     return 0
 
 

@@ -8,7 +8,9 @@ invalid (format) and takes the invalid-action penalty.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -30,27 +32,103 @@ class ParsedResponse:
         return self.format_ok and self.admissible and self.action is not None
 
 
-def _tag_pattern(tag: str) -> re.Pattern[str]:
-    """`tag` may list alternatives (`search|answer`); group `tag` says which one matched."""
-    return re.compile(rf"<(?P<tag>{tag})>(?P<action>.*?)</(?P=tag)>", re.DOTALL | re.IGNORECASE)
+@dataclass(frozen=True)
+class TagSpan:
+    """One `<name>body</name>` found in a response; `name` is the tag as the template spells it."""
+
+    name: str
+    body: str
+    start: int
+    end: int
+
+
+@lru_cache(maxsize=64)
+def _tag_regexes(tags: str) -> tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]:
+    """Opening and closing patterns for `tags` (alternatives `search|answer`), and casefolded name -> name."""
+    names = tags.split("|")
+    alternatives = "|".join(re.escape(n) for n in names)
+    opening = re.compile(rf"<({alternatives})>", re.IGNORECASE)
+    closing = re.compile(rf"</({alternatives})>", re.IGNORECASE)
+    return opening, closing, {n.casefold(): n for n in names}
+
+
+def find_tags(text: str, tags: str, first_only: bool = False) -> list[TagSpan]:
+    """Every non-overlapping `<t>…</t>` (t one of `tags`, any case), leftmost first, body up to the first closing
+    tag of the same name: what `re.finditer(r"<(t)>(.*?)</(?P=t)>")` finds, in linear time.
+
+    Why not that regex: each unclosed opening tag makes it scan to the end of the text, so a 100k-character
+    response of unclosed tags took seconds per parse (quadratic); here each tag is looked at once.
+    """
+    opening, closing, canonical = _tag_regexes(tags)
+    closers: dict[str, list[int]] = {}
+    ends: dict[int, int] = {}
+    for found in closing.finditer(text):
+        closers.setdefault(found.group(1).casefold(), []).append(found.start())
+        ends[found.start()] = found.end()
+    spans: list[TagSpan] = []
+    position = 0
+    for found in opening.finditer(text):
+        key = found.group(1).casefold()
+        starts = closers.get(key)
+        if found.start() < position or not starts:
+            continue
+        index = bisect_left(starts, found.end())
+        if index == len(starts):
+            closers[key] = []  # no closing tag after this one, so none after any later opening tag either
+            continue
+        close = starts[index]
+        spans.append(TagSpan(canonical.get(key, found.group(1)), text[found.end():close], found.start(), ends[close]))
+        position = ends[close]
+        if first_only:
+            break
+    return spans
+
+
+def _skip_space(text: str, index: int) -> int:
+    while index < len(text) and text[index].isspace():
+        index += 1
+    return index
+
+
+def _closed_at_end(text: str, opened: re.Match[str], end: int, tags: str) -> TagSpan | None:
+    """The span from `opened` to a closing tag of the same name that ends exactly at `end`, if there is one."""
+    _, closing, canonical = _tag_regexes(tags)
+    close = end - len(opened.group(1)) - 3
+    if close < opened.end():
+        return None
+    found = closing.fullmatch(text, close, end)
+    if found is None or found.group(1).casefold() != opened.group(1).casefold():
+        return None
+    return TagSpan(canonical.get(found.group(1).casefold(), found.group(1)), text[opened.end():close],
+                   opened.start(), end)
+
+
+def strict_parse(text: str, action_tag: str, require_think: bool) -> tuple[str | None, TagSpan] | None:
+    """(think, action span) when the whole response is `<think>…</think><action>…</action>` (surrounding
+    whitespace allowed; think optional unless `require_think`), else None. Linear time (see `find_tags`)."""
+    start, end = _skip_space(text, 0), len(text.rstrip())
+    think_open, think_close, _ = _tag_regexes("think")
+    action_open = _tag_regexes(action_tag)[0]
+    opened_think = think_open.match(text, start)
+    if opened_think is not None:
+        for closed in think_close.finditer(text, opened_think.end()):
+            opened = action_open.match(text, _skip_space(text, closed.end()))
+            span = _closed_at_end(text, opened, end, action_tag) if opened is not None else None
+            if span is not None:
+                return text[opened_think.end():closed.start()], span
+    if require_think:
+        return None
+    opened = action_open.match(text, start)
+    span = _closed_at_end(text, opened, end, action_tag) if opened is not None else None
+    return (None, span) if span is not None else None
 
 
 def _tagged_action(tag: str, content: str, action_tag: str) -> str:
-    """With alternative tags the tag is part of the action: `<search>q</search>` → `search[q]`."""
-    return f"{tag.lower()}[{content.strip()}]" if "|" in action_tag else content
-
-
-_STRICT_CACHE: dict[tuple[str, bool], re.Pattern[str]] = {}
-
-
-def _strict_pattern(action_tag: str, require_think: bool) -> re.Pattern[str]:
-    key = (action_tag, require_think)
-    if key not in _STRICT_CACHE:
-        think = r"<think>(?P<think>.*?)</think>\s*" if require_think else r"(?:<think>(?P<think>.*?)</think>\s*)?"
-        _STRICT_CACHE[key] = re.compile(
-            rf"^\s*{think}<(?P<tag>{action_tag})>(?P<action>.*?)</(?P=tag)>\s*$", re.DOTALL | re.IGNORECASE
-        )
-    return _STRICT_CACHE[key]
+    """With alternative tags the tag is part of the action: `<search>q</search>` → `search[q]`; an empty tag gives no
+    action (`search[]` would pass as a well formed turn that the env then refuses)."""
+    if "|" not in action_tag:
+        return content
+    return f"{tag.lower()}[{content.strip()}]" if content.strip() else ""
 
 
 def _canonical(action: str, admissible: list[str] | None) -> tuple[str, bool]:
@@ -81,19 +159,19 @@ def parse_response(
     require_think: bool = True,
 ) -> ParsedResponse:
     """Parse a response; never raises: malformed output becomes an invalid turn with a reason."""
-    strict = _strict_pattern(action_tag, require_think).match(text)
+    strict = strict_parse(text, action_tag, require_think)
     if strict:
-        action, ok = _canonical(_tagged_action(strict.group("tag"), strict.group("action"), action_tag), admissible)
-        think = strict.group("think")
+        think, span = strict
+        action, ok = _canonical(_tagged_action(span.name, span.body, action_tag), admissible)
         error = "" if ok else f"action {action!r} is not admissible"
         return ParsedResponse(action if action else None, think, True, ok, error)
 
-    tagged = list(_tag_pattern(action_tag).finditer(text))
-    think_match = _tag_pattern("think").search(text)
-    think = think_match.group("action") if think_match else None
+    tagged = find_tags(text, action_tag)
+    thoughts = find_tags(text, "think", first_only=True)
+    think = thoughts[0].body if thoughts else None
     if tagged:
         last = tagged[-1]
-        action, ok = _canonical(_tagged_action(last.group("tag"), last.group("action"), action_tag), admissible)
+        action, ok = _canonical(_tagged_action(last.name, last.body, action_tag), admissible)
         error = "format: expected <think>…</think><action>…</action>" + ("" if ok else f"; {action!r} not admissible")
         return ParsedResponse(action if action else None, think, False, ok, error)
     if admissible:

@@ -39,6 +39,11 @@ class PromptTemplate:
     require_think: bool = True
     few_shot: list[dict[str, str]] = field(default_factory=list)
     note_item: str = "{note}\n\n"
+    # TrajEvolve's think-only prompt: the turn's usual prompt plus this, the action already chosen
+    think_only: str = (
+        "The action for this step is already chosen: {action}. Write only the reasoning that leads to it, inside "
+        "<think> </think>, and stop after </think>."
+    )
 
     def messages(
         self,
@@ -48,9 +53,11 @@ class PromptTemplate:
         use_few_shot: bool = False,
         intro: str | None = None,
         notes: Sequence[str] = (),
+        instruction: str = "",
     ) -> list[dict[str, str]]:
         """`intro` is the episode's first observation (templates whose task is stated only there use it); `notes`
-        are episode-level texts put at the top of the user message (a strategy the agent committed to)."""
+        are episode-level texts put at the top of the user message (a strategy the agent committed to);
+        `instruction` is put at its end (TrajEvolve's think-only request)."""
         turn = self.prepare(observation, history, intro)
         first_index = step - len(turn.history)
         rendered = "\n".join(
@@ -69,7 +76,7 @@ class PromptTemplate:
         shots = list(self.few_shot) if use_few_shot else []
         top = "".join(self.note_item.format(note=note) for note in notes)
         return [{"role": "system", "content": self.system}, *shots,
-                {"role": "user", "content": top + turn.prefix + user}]
+                {"role": "user", "content": top + turn.prefix + user + (f"\n\n{instruction}" if instruction else "")}]
 
     def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         """The one hook an env family's template overrides: adapt what is shown, add `turn` fields or a prefix."""

@@ -38,15 +38,17 @@ def render_turn_prompt(
     step: int,
     task: Task,
     notes: Sequence[str] = (),
+    instruction: str = "",
 ) -> list[int]:
     """A turn's prompt ids: the last K history entries, dropping the oldest until the prompt fits the budget.
 
-    `notes` are episode-level texts shown at the top of every turn's user message (e.g. a StraTA strategy).
+    `notes` are episode-level texts shown at the top of every turn's user message (e.g. a StraTA strategy);
+    `instruction` is added at its end (TrajEvolve's think-only prompt for a fixed action).
     """
     window = history[-config.history_length :] if config.history_length > 0 else []
     while True:
         intro = history[0].observation if history else observation.text
-        messages = template.messages(observation, window, step, config.few_shot, intro, notes)
+        messages = template.messages(observation, window, step, config.few_shot, intro, notes, instruction)
         ids = chat_prompt_ids(tokenizer, messages)
         if len(ids) <= config.max_prompt_tokens:
             return ids

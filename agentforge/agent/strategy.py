@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from agentforge.agent.parsing import find_tags
 from agentforge.agent.prompts import PromptTemplate
 from agentforge.types import Observation, Trajectory
 
@@ -118,8 +119,7 @@ class ParsedStrategy:
     format_ok: bool
 
 
-_STRATEGY = re.compile(rf"<{STRATEGY_TAG}>(?P<body>.*?)</{STRATEGY_TAG}>", re.DOTALL | re.IGNORECASE)
-_OPEN_STRATEGY = re.compile(rf"<{STRATEGY_TAG}>(?P<body>.*)$", re.DOTALL | re.IGNORECASE)
+_OPEN_STRATEGY = re.compile(rf"<{STRATEGY_TAG}>", re.IGNORECASE)
 
 
 def _squash(text: str) -> str:
@@ -129,11 +129,11 @@ def _squash(text: str) -> str:
 def parse_strategy(text: str) -> ParsedStrategy:
     """The strategy inside <strategy>…</strategy>. A response cut off inside the tag (over its token budget) or
     without the tag still yields text to show (the tag's content, else the whole response), marked not ok."""
-    closed = _STRATEGY.search(text)
-    if closed and _squash(closed.group("body")):
-        return ParsedStrategy(_squash(closed.group("body")), True)
+    closed = find_tags(text, STRATEGY_TAG, first_only=True)
+    if closed and _squash(closed[0].body):
+        return ParsedStrategy(_squash(closed[0].body), True)
     opened = _OPEN_STRATEGY.search(text)
-    body = _squash(re.sub(r"</?\w+>", " ", opened.group("body") if opened else text))
+    body = _squash(re.sub(r"</?\w+>", " ", text[opened.end():] if opened else text))
     return ParsedStrategy(body or NO_STRATEGY, False)
 
 
@@ -177,17 +177,22 @@ class ParsedJudgment:
         return self.flagged is not None
 
 
-_JUDGMENT = re.compile(rf"<{JUDGMENT_TAG}>(?P<body>.*?)</{JUDGMENT_TAG}>", re.DOTALL | re.IGNORECASE)
 _STEP_NUMBER = re.compile(r"^(?:step\s*)?(\d+)$", re.IGNORECASE)
+MAX_STEP_DIGITS = 9  # longer numbers are out of range for any episode (and int() refuses > 4300 digits)
+
+
+def _step_number(digits: str) -> int:
+    """A step number from decimal digits (any script's); absurdly long ones become 0, i.e. out of range."""
+    return int(digits) if len(digits) <= MAX_STEP_DIGITS else 0
 
 
 def parse_judgment(text: str, num_steps: int) -> ParsedJudgment:
     """Step numbers inside <flagged>…</flagged> (`none` or nothing: no step). Anything else inside the tag that is
     not a step number, or no tag at all, makes the judgment unparseable: it flags nothing."""
-    found = _JUDGMENT.search(text)
+    found = find_tags(text, JUDGMENT_TAG, first_only=True)
     if not found:
         return ParsedJudgment(None)
-    body = found.group("body").strip().strip(".")
+    body = found[0].body.strip().strip(".")
     if not body or body.lower() in ("none", "no steps", "nothing"):
         return ParsedJudgment(())
     numbers: list[int] = []
@@ -197,9 +202,9 @@ def parse_judgment(text: str, num_steps: int) -> ParsedJudgment:
             continue
         match = _STEP_NUMBER.match(piece)
         if match is not None:
-            numbers.append(int(match.group(1)))
-        elif all(part.isdigit() for part in piece.split()):
-            numbers.extend(int(part) for part in piece.split())
+            numbers.append(_step_number(match.group(1)))
+        elif all(part.isdecimal() for part in piece.split()):  # isdigit() would pass '²', which int() refuses
+            numbers.extend(_step_number(part) for part in piece.split())
         else:
             return ParsedJudgment(None)
     inside = sorted({n for n in numbers if 1 <= n <= num_steps})

@@ -79,6 +79,15 @@ class Algorithm:
         """The vectorised core: per-turn advantages for a prebuilt batch (flat order)."""
         raise NotImplementedError(f"algorithm {self.name!r} does not implement compute()")
 
+    # ---- state outside the policy (checkpointed with the run) --------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What the algorithm learns across iterations besides the policy (e.g. TrajEvolve's step discriminator),
+        saved with each checkpoint; {} (the default) when it learns nothing."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()` on resume."""
+
     def span_advantages(self, groups: Sequence[Group]) -> np.ndarray | None:
         """One advantage per trained span outside the env turns (e.g. StraTA's strategies), flat in
         `learner.batch.iter_trained_spans` order; None when the algorithm's workflow makes none (the default)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,13 @@ class StepDiscriminator:
         self.weights: np.ndarray | None = None
         self._x = np.zeros((0, 0))
         self._y = np.zeros(0)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The weights and the label buffer (refits continue from both after a resume)."""
+        return {"weights": self.weights, "x": self._x, "y": self._y}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights, self._x, self._y = state["weights"], state["x"], state["y"]
 
     @property
     def trained(self) -> bool:

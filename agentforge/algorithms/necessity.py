@@ -152,14 +152,21 @@ def verify_pruned(pool: EnvPool, trajectories: Sequence[Trajectory], results: Se
     still wins, False when not, None where there is nothing to prune or no labels. Labels imply a win (every
     redundant step was dropped in a winning replay, or was a no-op there), so False means the env broke the no-op
     assumption; the replay is counted in the result's `replays`."""
-    out: list[bool | None] = [None] * len(results)
+    return [None if r is None else r.won for r in replay_pruned(pool, trajectories, results, fallback)]
+
+
+def replay_pruned(pool: EnvPool, trajectories: Sequence[Trajectory], results: Sequence[NecessityLabels],
+                  fallback: str = TRAJEVOLVE_FALLBACK) -> list[ReplayResult | None]:
+    """`verify_pruned`'s replays themselves (the states the pruned sequence goes through: what an evolved
+    trajectory is built from); None where there is nothing to prune or no labels."""
+    out: list[ReplayResult | None] = [None] * len(results)
     todo = [i for i, r in enumerate(results) if r.status == LABELLED and r.redundant]
     if not todo:
         return out
     requests = [(trajectories[i].task, pruned_actions(trajectories[i], results[i])) for i in todo]
     for i, replayed in zip(todo, _replay(pool, requests, fallback), strict=True):
         results[i].replays += 1
-        out[i] = replayed.won
+        out[i] = replayed
     return out
 
 

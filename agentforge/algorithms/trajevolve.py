@@ -1,6 +1,6 @@
 """TrajEvolve: GiGPO advantages with hindsight step credit from counterfactual necessity labels.
 
-Built so far (docs/trajevolve.md says what is not): after each training rollout the hooks (`trajevolve_rollout`)
+After each training rollout the hooks (`trajevolve_rollout`)
 label every step of every won episode Necessary or Redundant by replay (`necessity`), and optionally a step
 discriminator (`discriminator`) learns those labels and labels the other steps; here the base advantage is GiGPO's,
 and a redundant step of a trajectory whose episode advantage A_E is positive gets a non-positive one:
@@ -8,6 +8,7 @@ and a redundant step of a trajectory whose episode advantage A_E is positive get
     redundant_credit = zero   → A_t = 0                         (default, project choice)
                        negate → A_t = −|A_t|
                        scale  → A_t = −redundant_scale · |A_t|  (0 = zero, 1 = negate)
+                       none   → A_t unchanged: GiGPO's advantage (with evolve=true: "GiGPO + evolution module")
 
 Necessary steps, steps of trajectories with A_E ≤ 0 and unlabelled steps (failures, diverged replays) keep GiGPO's
 advantage. "Positive-advantage trajectory" is read as A_E > 0 (the trajectory-level part of GiGPO's advantage), so
@@ -18,7 +19,7 @@ paper allows ("non-positive"): it stops rewarding a step the win did not need wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from agentforge.algorithms.advantage_utils import TurnBatch, iter_turns
 from agentforge.algorithms.base import ALGORITHMS, check_bool, check_choice, check_number
 from agentforge.algorithms.discriminator import StepDiscriminator
+from agentforge.algorithms.evolution import PRUNE, REASONING_MODES, STRATEGIES, EvolutionOptions
 from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
 from agentforge.algorithms.necessity import REDUNDANT
 from agentforge.algorithms.strategy_selection import BUNDLED_MODEL, require_embedding
@@ -35,7 +37,7 @@ from agentforge.types import Group
 if TYPE_CHECKING:
     from agentforge.rollout.hooks import RolloutHooks
 
-REDUNDANT_CREDITS = ("zero", "negate", "scale")
+REDUNDANT_CREDITS = ("zero", "negate", "scale", "none")
 
 
 @dataclass
@@ -46,7 +48,10 @@ class TrajEvolveConfig(GiGPOConfig):
     verification, logged; evolved samples are not built yet); `eval_labels`:
     label eval episodes too (replays cost env time; the step counts are reported either way). `discriminator`: the
     step discriminator (`algorithms.discriminator`) learns from the replay labels while training and labels the
-    steps they do not reach. `evolve`: trajectory evolution, not built yet: true is an error saying so."""
+    steps they do not reach. `evolve`: trajectory evolution while training (`algorithms.evolution`): the
+    `evolve_strategies` (prune, branch; in priority order) build at most `evolve_max_per_group` extra samples per task
+    group; `evolve_reasoning`: `regenerate` the reasoning of a pruned sequence's actions with the think-only prompt,
+    or `reuse` the original responses."""
 
     counterfactual: bool = True
     verify_replay: bool = True
@@ -54,7 +59,10 @@ class TrajEvolveConfig(GiGPOConfig):
     redundant_credit: str = "zero"
     redundant_scale: float = 0.5
     eval_labels: bool = False
-    evolve: bool = False
+    evolve: bool = True
+    evolve_strategies: list[str] = field(default_factory=lambda: list(STRATEGIES))
+    evolve_max_per_group: int = 2
+    evolve_reasoning: str = "regenerate"
     discriminator: bool = False
 
 
@@ -78,12 +86,29 @@ class TrajEvolve(GiGPO):
             check_bool(self.name, option, getattr(c, option))
         check_choice(self.name, "redundant_credit", c.redundant_credit, REDUNDANT_CREDITS)
         check_number(self.name, "redundant_scale", c.redundant_scale, low=0.0, high=1.0)
-        if c.evolve:
-            raise ConfigError("algorithm 'trajevolve': evolve=true asks for trajectory evolution (prune, branch, "
-                              "think-only regeneration), which is not built yet (docs/trajevolve.md); set "
-                              "algorithm.evolve=false")
+        check_choice(self.name, "evolve_reasoning", c.evolve_reasoning, REASONING_MODES)
+        strategies = list(c.evolve_strategies or [])
+        unknown = [s for s in strategies if s not in STRATEGIES]
+        if unknown or not strategies or len(set(strategies)) != len(strategies):
+            raise ConfigError(f"algorithm 'trajevolve': evolve_strategies={strategies} must be a non-empty list of "
+                              f"distinct strategies from {list(STRATEGIES)}, e.g. algorithm.evolve_strategies=[prune]")
+        if isinstance(c.evolve_max_per_group, bool) or not isinstance(c.evolve_max_per_group, int) \
+                or c.evolve_max_per_group < 1:
+            raise ConfigError(f"algorithm 'trajevolve': evolve_max_per_group must be an integer >= 1, got "
+                              f"{c.evolve_max_per_group!r}; to build no evolved samples set algorithm.evolve=false")
+        if c.evolve and not self.evolve_strategies:
+            raise ConfigError("algorithm 'trajevolve': the prune strategy needs the replay labels and the pruned "
+                              "replay (algorithm.counterfactual=true algorithm.verify_pruned=true); without them "
+                              "evolve by branching: algorithm.evolve_strategies=[branch], or algorithm.evolve=false")
         if c.discriminator:
             require_embedding(BUNDLED_MODEL)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"discriminator": self.discriminator.state_dict()} if self.discriminator is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.discriminator is not None and "discriminator" in state:
+            self.discriminator.load_state_dict(state["discriminator"])
 
     def rollout_hooks(self, purpose: str) -> RolloutHooks:
         """Training: replay labels (with `counterfactual`). Eval and `agentforge rollout`: the step counts, and
@@ -92,9 +117,12 @@ class TrajEvolve(GiGPO):
 
         c = self.config
         label = bool(c.counterfactual) and (purpose == "train" or bool(c.eval_labels))
+        evolution = (EvolutionOptions(self.evolve_strategies, int(c.evolve_max_per_group), c.evolve_reasoning)
+                     if c.evolve and purpose == "train" else None)
         options = TrajEvolveRolloutOptions(label=label, verify=bool(c.verify_replay),
                                            verify_pruned=bool(c.verify_pruned),
-                                           discriminate=bool(c.discriminator) and purpose == "train")
+                                           discriminate=bool(c.discriminator) and purpose == "train",
+                                           evolution=evolution)
         return TrajEvolveHooks(options, self.discriminator)
 
     def advantages(self, groups: Sequence[Group]) -> np.ndarray:
@@ -102,9 +130,17 @@ class TrajEvolve(GiGPO):
         base = self.compute(batch)
         redundant = np.fromiter((turn.info.get("necessity") == REDUNDANT for turn in iter_turns(groups)), dtype=bool,
                                 count=batch.n_turns)
-        advantages = hindsight_credit(base, self.episode_advantages(batch), redundant, self.credit_scale)
+        advantages = (base if self.config.redundant_credit == "none"
+                      else hindsight_credit(base, self.episode_advantages(batch), redundant, self.credit_scale))
         self.last_metrics.update(credit_metrics(base, advantages, redundant))
         return advantages
+
+    @property
+    def evolve_strategies(self) -> tuple[str, ...]:
+        """The strategies that can run: prune needs the replay labels and the pruned replay, so without them
+        (counterfactual=false, the discriminator-only fallback) evolution branches only."""
+        c = self.config
+        return tuple(s for s in c.evolve_strategies if s != PRUNE or (c.counterfactual and c.verify_pruned))
 
     @property
     def credit_scale(self) -> float:

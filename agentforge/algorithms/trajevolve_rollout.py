@@ -11,6 +11,8 @@
 - with the step discriminator (`algorithm.discriminator`, training only; `algorithms.discriminator`): it is scored
   on this rollout's replay labels before it learns them (held-out accuracy), trained on them, then labels the steps
   of episodes without replay labels (failures, diverged ones): `info["necessity_by"] = "discriminator"`.
+- with evolution (`algorithm.evolve`, training only; `algorithms.evolution`): after labelling, pruned and branched
+  trajectories are built from this rollout's episodes and appended to their groups (`meta["evolved"]`).
 - `metrics`: the paper's redundancy table (mean steps over all and over successful trajectories) and the labelling's
   own counts, logged as `train/trajevolve/...` and `eval/trajevolve/...`.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agentforge.algorithms.discriminator import StepDiscriminator
+from agentforge.algorithms.evolution import EvolutionOptions, evolve
 from agentforge.algorithms.necessity import (
     BY_DEPENDENCE,
     BY_REPLAY,
@@ -36,12 +39,13 @@ from agentforge.algorithms.necessity import (
     carried_out,
     executed,
     label_necessity,
+    replay_pruned,
     require_replayable,
-    verify_pruned,
 )
+from agentforge.envs.replay import ReplayResult
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
-from agentforge.types import Task, Trajectory
+from agentforge.types import Observation, Task, Trajectory
 
 BY_DISCRIMINATOR = "discriminator"
 
@@ -50,12 +54,14 @@ BY_DISCRIMINATOR = "discriminator"
 class TrajEvolveRolloutOptions:
     """`label`: compute replay labels in this run (training, or eval with `algorithm.eval_labels`); `verify`: one
     verification replay per trajectory first (diverged episodes are skipped); `verify_pruned`: one more replay of
-    each labelled episode's necessary steps alone (the prune strategy's check; not yet turned into samples)."""
+    each labelled episode's necessary steps alone (the prune strategy's check); `evolution`: build evolved samples
+    (training only; None: no evolution)."""
 
     label: bool = True
     verify: bool = True
     verify_pruned: bool = True
     discriminate: bool = False
+    evolution: EvolutionOptions | None = None
 
 
 class TrajEvolveHooks(RolloutHooks):
@@ -85,23 +91,28 @@ class TrajEvolveHooks(RolloutHooks):
             if trajectory.won:
                 c["won"] += 1
                 c["won_steps"] += trajectory.length
-        won = [e.trajectory for e in episodes if e.trajectory.won and e.trajectory.turns]
-        if self.options.label and won:
-            self._label(won, ctx)
+        won = [e for e in episodes if e.trajectory.won and e.trajectory.turns]
+        pruned = self._label(won, ctx) if self.options.label and won else {}
         if self.options.discriminate and self.discriminator is not None:
             self._discriminate([e.trajectory for e in episodes if e.trajectory.turns])
+        if self.options.evolution is not None:
+            self._evolve(episodes, pruned, ctx)
 
-    def _label(self, won: list[Trajectory], ctx: RolloutContext) -> None:
+    def _label(self, won: list[Episode], ctx: RolloutContext) -> dict[int, ReplayResult]:
+        """Replay labels on the won episodes; returns the replays of their pruned sequences by episode slot."""
         c = self._counts
-        results = label_necessity(ctx.pool, won, verify=self.options.verify)
-        pruned = verify_pruned(ctx.pool, won, results) if self.options.verify_pruned else [None] * len(won)
-        for trajectory, result, pruned_won in zip(won, results, pruned, strict=True):
+        trajectories = [e.trajectory for e in won]
+        results = label_necessity(ctx.pool, trajectories, verify=self.options.verify)
+        replays = (replay_pruned(ctx.pool, trajectories, results) if self.options.verify_pruned
+                   else [None] * len(won))
+        for episode, result, replayed in zip(won, results, replays, strict=True):
+            trajectory = episode.trajectory
             trajectory.meta["necessity"] = {"status": result.status, "redundant": result.redundant,
                                             "replays": result.replays}
-            if pruned_won is not None:
-                trajectory.meta["necessity"]["pruned_wins"] = pruned_won
+            if replayed is not None:
+                trajectory.meta["necessity"]["pruned_wins"] = replayed.won
                 c["pruned"] += 1
-                c["pruned_wins"] += pruned_won
+                c["pruned_wins"] += replayed.won
             c["replays"] += result.replays
             c["label_attempts"] += 1
             if result.status == DIVERGED:
@@ -116,6 +127,23 @@ class TrajEvolveHooks(RolloutHooks):
             c["labelled"] += 1
             c["labelled_steps"] += trajectory.length
             c["redundant_steps"] += sum(label == REDUNDANT for label in result.labels)
+        return {e.slot: r for e, r in zip(won, replays, strict=True) if r is not None}
+
+    def _evolve(self, episodes: list[Episode], pruned: dict[int, ReplayResult], ctx: RolloutContext) -> None:
+        """Append the evolved samples to the episode list the workflow builds its groups from."""
+        assert self.options.evolution is not None
+        evolved = evolve(episodes, pruned, ctx, self.options.evolution, self._counts)
+        next_index: dict[int, int] = {}
+        for episode in episodes:
+            group = episode.plan.group
+            next_index[group] = max(next_index.get(group, 0), episode.trajectory.rollout_index + 1)
+        for item in evolved:
+            trajectory = item.trajectory
+            trajectory.rollout_index = next_index[item.group]
+            next_index[item.group] += 1
+            plan = EpisodePlan(trajectory.task, trajectory.rollout_index, item.group, meta=dict(trajectory.meta))
+            final = trajectory.turns[-1].observation if trajectory.turns else ""
+            episodes.append(Episode(-1, plan, trajectory, Observation(final, None), done=True))
 
     def _discriminate(self, trajectories: list[Trajectory]) -> None:
         """Score the discriminator on this rollout's replay labels (it has not seen them), train it on them, then
@@ -186,6 +214,13 @@ class TrajEvolveHooks(RolloutHooks):
         if self.options.label and self.options.verify_pruned:
             out["trajevolve/pruned_trajectories"] = c["pruned"]
             out["trajevolve/pruned_win_rate"] = _ratio(c["pruned_wins"], c["pruned"])
+        if self.options.evolution is not None:
+            for key in ("evolved_pruned", "evolved_branched", "evolved_won", "prune_candidates", "branch_candidates",
+                        "branch_at_start", "reasoning_regenerated", "reasoning_kept", "branch_turns"):
+                out[f"trajevolve/{key}"] = c[key]
+            out["trajevolve/evolved_samples"] = c["evolved_pruned"] + c["evolved_branched"]
+            out["trajevolve/reasoning_regenerated_fraction"] = _ratio(
+                c["reasoning_regenerated"], c["reasoning_regenerated"] + c["reasoning_kept"])
         return {k: float(v) for k, v in out.items()}
 
 

@@ -117,3 +117,15 @@ def preserved_global_rng() -> Iterator[None]:
 
 
 __all__ = ["ENGINES", "EngineRng", "check_options", "make_engine", "preserved_global_rng"]
+
+
+def check_score_inputs(prompts: list[list[int]], responses: list[list[int]], max_model_len: int | None) -> None:
+    """`RolloutEngine.score`'s inputs: one non-empty prompt and one non-empty response each, within the context."""
+    if len(prompts) != len(responses):
+        raise AgentforgeError(f"score got {len(prompts)} prompts and {len(responses)} responses; pass one each")
+    for i, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
+        if not prompt or not response:
+            raise AgentforgeError(f"score pair {i} has an empty prompt or response; both need at least one token")
+        if max_model_len is not None and len(prompt) + len(response) > max_model_len:
+            raise AgentforgeError(f"score pair {i} has {len(prompt) + len(response)} tokens, over the engine's "
+                                  f"max_model_len {max_model_len}: raise engine.max_model_len")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from agentforge.engines import EngineRng
+from agentforge.engines import EngineRng, check_score_inputs
 from agentforge.engines.interventions import (
     Intervention,
     InterventionSpec,
@@ -158,6 +158,19 @@ class HFEngine:
                 for i, completion in zip(chunk, done, strict=True):
                     results[i] = completion
         return [c for c in results if c is not None]
+
+    def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
+        """Raw log-probs of each response token after its prompt: one forward pass per pair (no padding, so the
+        numbers do not depend on what else is scored)."""
+        check_score_inputs(prompts, responses, None)
+        scores = []
+        with torch.inference_mode():
+            for prompt, response in zip(prompts, responses, strict=True):
+                ids = torch.tensor([list(prompt) + list(response)], dtype=torch.long, device=self.device)
+                logits = self.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+                picked = logits.log_softmax(-1).gather(-1, ids[0, len(prompt):, None])[:, 0]
+                scores.append(picked.cpu().tolist())
+        return scores
 
     def _generate_batch(
         self, prompts: list[list[int]], sampling: SamplingConfig, specs: list[InterventionSpec | None]

@@ -33,7 +33,7 @@ from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from agentforge.engines import EngineRng, preserved_global_rng
+from agentforge.engines import EngineRng, check_score_inputs, preserved_global_rng
 from agentforge.engines.interventions import (
     EXTRA_ARGS_KEY,
     DecodingHooks,
@@ -318,6 +318,23 @@ class VLLMEngine:
             entropy=entropy,
             top_prob=top_prob,
         )
+
+    def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
+        """Raw log-probs of each response token after its prompt: one prefill per pair with vLLM's
+        `prompt_logprobs=0` (the log-prob of each given token; vLLM computes prompt log-probs from the raw logits,
+        the convention of the sampled ones) and one discarded generated token."""
+        if self._asleep:
+            raise AgentforgeError("the vLLM engine is asleep; call wake() before score()")
+        check_score_inputs(prompts, responses, self.max_model_len)
+        params = SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        with self.rng.active():
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p) + list(r))
+                                         for p, r in zip(prompts, responses, strict=True)], params, use_tqdm=False)
+        scores = []
+        for prompt, response, out in zip(prompts, responses, outputs, strict=True):
+            rows = out.prompt_logprobs[len(prompt):]
+            scores.append([row[token].logprob for row, token in zip(rows, response, strict=True)])
+        return scores
 
     # ---------------------------------------------------------------------------------------------- weights
 

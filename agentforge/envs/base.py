@@ -36,6 +36,13 @@ class Env(Protocol):
 
 
 ENVS: Registry[type] = Registry("env")
+ECHO_CHARS = 200  # how much of a model's action an env repeats in an observation or error message
+
+
+def echo(text: str, limit: int = ECHO_CHARS) -> str:
+    """A model's action as an env quotes it back: clipped, so a 100k-character response cannot grow the next
+    prompt past its token budget (the rollout would stop with a prompt-too-long error)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def make_env(name: str, options: dict[str, Any] | None = None) -> Env:

@@ -9,12 +9,23 @@ Replay and branching (`agentforge.envs.replay`): `replay(requests)` replays (tas
 each; `reset(tasks, prefixes)` starts slot i on tasks[i] and replays prefixes[i] on it, so sampling continues
 from there (`reset_with_prefixes` also returns each prefix's per-step results). Prefix actions enter the slot's
 action log like stepped ones, so crash recovery reproduces a branched episode too.
+
+Faults (docs/reliability.md), each counted in `fault_counts()` and logged per iteration as `env/*`:
+- a worker process that dies (a crash, `ray.kill`, Ray's memory monitor) is replaced and its episodes replayed;
+- an env call that runs longer than `step_timeout_s` (a hung ALFWorld engine, a stopped ScienceWorld JVM, a user
+  env that never returns) counts as a dead worker: the actor is killed, replaced and its episodes replayed. The
+  driver notices without polling: it waits `step_timeout_s` for a batch, then asks the actor (on a second thread,
+  so a hung env does not block the answer) which env call is running and for how long;
+- an env that raises in `step` is rebuilt (fresh env, episode replayed) and the step retried `step_retries` times;
+  if it raises every time, the error is re-raised with a note naming the env, the slot, the task and the action.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -24,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from agentforge.envs.base import ENVS, Env, is_replayable
 from agentforge.envs.replay import ReplayResult, checked_actions, replay
 from agentforge.errors import ConfigError, EnvWorkerError
+from agentforge.launch.ray_runtime import ensure_ray  # re-exported: callers import it from here
+from agentforge.reliability.faultpoints import fault_point
 from agentforge.types import Observation, StepResult, Task
 
 if TYPE_CHECKING:  # Ray is imported only when a Ray pool is used
@@ -32,7 +45,14 @@ if TYPE_CHECKING:  # Ray is imported only when a Ray pool is used
 logger = logging.getLogger("agentforge.envs")
 
 POOL_KINDS = ("ray", "local")
-RAY_ONLY_OPTIONS = {"num_workers", "max_restarts", "actor_options"}
+RAY_ONLY_OPTIONS = {"num_workers", "max_restarts", "actor_options", "step_timeout_s"}
+POOL_OPTIONS = {"step_retries"}  # both pools
+# one env call (a step, a reset, a reset plus the replay of one episode's actions); the slowest normal one is a
+# ScienceWorld JVM start plus task load, ~5 s here (~20 s on a loaded machine)
+DEFAULT_STEP_TIMEOUT_S = 120.0
+DEFAULT_STEP_RETRIES = 2
+WORKER_START_TIMEOUT_S = 300.0  # a new env actor's process start, not an env call
+PROBE_GROUP = "probe"  # the actor's second thread, answering `probe` while an env call runs (or hangs)
 
 
 def resolve_env(env_name: str) -> Callable[..., Env]:
@@ -54,11 +74,17 @@ class _Failure:
 class EnvHost:
     """Hosts many envs, one per slot, created lazily. Runs in-process (LocalEnvPool) or as a Ray actor."""
 
-    def __init__(self, env_factory: Callable[..., Env], env_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, env_factory: Callable[..., Env], env_options: dict[str, Any] | None = None,
+                 own_process: bool = False) -> None:
         self._factory = env_factory
         self._options = dict(env_options or {})
         self._envs: dict[int, Env] = {}
         self._scratch: Env | None = None  # replays run here, one after another, never on a slot's env
+        self._busy: tuple[str, int, float] | None = None  # the env call running now: (method, slot, since)
+        if own_process:  # a Ray env worker: when it is killed, its children (a ScienceWorld JVM) go with it
+            from agentforge.reliability.reaper import start_reaper
+
+            start_reaper()
 
     def _env(self, slot: int) -> Env:
         if slot not in self._envs:
@@ -73,12 +99,13 @@ class EnvHost:
     def reset(self, items: list[tuple[int, Task]]) -> list[Observation | _Failure]:
         """Start one episode per (slot, task); envs of slots not named are closed (this host's new set)."""
         self._keep_only(items)
-        return [self._guarded(lambda s=slot, t=task: self._env(s).reset(t)) for slot, task in items]
+        return [self._guarded("reset", slot, lambda s=slot, t=task: self._env(s).reset(t)) for slot, task in items]
 
     def reset_with_prefixes(self, items: list[tuple[int, tuple[Task, list[str]]]]) -> list[ReplayResult | _Failure]:
         """Like `reset`, then replay each slot's prefix on its env (branching); an empty prefix is a plain reset."""
         self._keep_only(items)
-        return [self._guarded(lambda s=slot, t=task, p=prefix: self._start(s, t, p)) for slot, (task, prefix) in items]
+        return [self._guarded("reset", slot, lambda s=slot, t=task, p=prefix: self._start(s, t, p))
+                for slot, (task, prefix) in items]
 
     def _start(self, slot: int, task: Task, prefix: list[str]) -> ReplayResult:
         if prefix:
@@ -86,11 +113,26 @@ class EnvHost:
         return ReplayResult(task, self._env(slot).reset(task))  # any env can start without a prefix
 
     def step(self, items: list[tuple[int, str]]) -> list[StepResult | _Failure]:
-        return [self._guarded(lambda s=slot, a=action: self._envs[s].step(a)) for slot, action in items]
+        return [self._guarded("step", slot, lambda s=slot, a=action: self._envs[s].step(a)) for slot, action in items]
+
+    def retry_step(self, items: list[tuple[int, tuple[Task, list[str], str]]]) -> list[StepResult | _Failure]:
+        """Step again on a fresh env: the slot's env raised, so its state is unknown; rebuild it from the log."""
+        return [self._guarded("retry_step", slot, lambda s=slot, r=request: self._fresh_step(s, *r))
+                for slot, request in items]
+
+    def _fresh_step(self, slot: int, task: Task, actions: list[str], action: str) -> StepResult:
+        old = self._envs.pop(slot, None)
+        if old is not None:
+            self._guarded("close", slot, old.close)
+        env = self._env(slot)
+        env.reset(task)
+        for done_action in actions:
+            env.step(done_action)
+        return env.step(action)
 
     def replay(self, items: list[tuple[int, tuple[Task, list[str], bool]]]) -> list[ReplayResult | _Failure]:
         """Counterfactual replays on this host's scratch env, in order; the slots' episodes are left as they are."""
-        return [self._guarded(lambda r=request: self._scratch_replay(*r)) for _, request in items]
+        return [self._guarded("replay", index, lambda r=request: self._scratch_replay(*r)) for index, request in items]
 
     def _scratch_replay(self, task: Task, actions: list[str], stop_when_done: bool) -> ReplayResult:
         if self._scratch is None:
@@ -99,18 +141,24 @@ class EnvHost:
             return replay(self._scratch, task, actions, stop_when_done)
         except Exception:  # an env that raised may be in any state: the next replay gets a fresh one
             scratch, self._scratch = self._scratch, None
-            self._guarded(scratch.close)
+            self._guarded("close", -1, scratch.close)
             raise
 
     def restore(self, episodes: list[tuple[int, Task, list[str]]]) -> int:
         """Rebuild episodes from their logs after a restart; returns the number of steps replayed."""
-        self.reset([(slot, task) for slot, task, _ in episodes])
+        self._keep_only([(slot, task) for slot, task, _ in episodes])
         steps = 0
-        for slot, _, actions in episodes:
+        for slot, task, actions in episodes:
+            self._timed("restore", slot, lambda s=slot, t=task: self._env(s).reset(t))
             for action in actions:
-                self._envs[slot].step(action)
+                self._timed("restore", slot, lambda s=slot, a=action: self._envs[s].step(a))
                 steps += 1
         return steps
+
+    def probe(self) -> tuple[str, int, float] | None:
+        """The env call running now, as (method, slot, seconds so far), or None; Ray runs it on a second thread."""
+        busy = self._busy
+        return None if busy is None else (busy[0], busy[1], time.monotonic() - busy[2])
 
     def pid(self) -> int:
         return os.getpid()
@@ -123,15 +171,25 @@ class EnvHost:
             self._scratch.close()
             self._scratch = None
 
-    @staticmethod
-    def _guarded(call: Callable[[], Any]) -> Any:
+    def _timed(self, method: str, slot: int, call: Callable[[], Any]) -> Any:
+        """Run one env call where `probe` can see it; a call inside another (a close in a retry) hands back."""
+        outer, self._busy = self._busy, (method, slot, time.monotonic())
         try:
             return call()
+        finally:
+            self._busy = outer
+
+    def _guarded(self, method: str, slot: int, call: Callable[[], Any]) -> Any:
+        try:
+            return self._timed(method, slot, call)
         except Exception as err:  # one env's bug must not lose the other envs' results in the batch
             return _Failure(err, traceback.format_exc())
 
 
 # -- the pools ------------------------------------------------------------------------------------------------------
+FAULT_COUNTS = ("restarts", "timeouts", "replayed_episodes", "replayed_steps", "step_retries")
+
+
 @dataclass
 class _Episode:
     task: Task
@@ -142,11 +200,29 @@ class _Episode:
 class EnvPool(ABC):
     """Episodes by slot: `reset(tasks)` starts slot i on tasks[i]; `step({slot: action})` steps active slots."""
 
-    def __init__(self, env_name: str, env_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, env_name: str, env_options: dict[str, Any] | None = None,
+                 step_retries: int = DEFAULT_STEP_RETRIES) -> None:
+        if step_retries < 0:
+            raise ConfigError(f"env pool step_retries must be >= 0, got {step_retries}")
         self.env_name = env_name
         self.env_options = dict(env_options or {})
         self.env_factory = resolve_env(env_name)
+        self.step_retries = step_retries
         self._episodes: dict[int, _Episode] = {}
+        self._counts = dict.fromkeys(FAULT_COUNTS, 0)
+        self._taken = dict(self._counts)
+
+    def fault_counts(self) -> dict[str, int]:
+        """Faults survived since the pool started: worker restarts (deaths and timeouts), timeouts, episodes and
+        steps replayed to rebuild restarted workers, env steps retried on a fresh env after the env raised."""
+        return dict(self._counts)
+
+    def take_fault_counts(self) -> dict[str, int]:
+        """The counts since the previous call (what the trainer logs per iteration as `env/*`)."""
+        now = self.fault_counts()
+        delta = {key: now[key] - self._taken[key] for key in now}
+        self._taken = now
+        return delta
 
     @property
     def active_slots(self) -> list[int]:
@@ -155,6 +231,7 @@ class EnvPool(ABC):
     def reset(self, tasks: list[Task], prefixes: Sequence[Sequence[str]] | None = None) -> list[Observation]:
         """Start slot i on tasks[i]; with `prefixes`, replay prefixes[i] on it too and return the observation after it
         (see `reset_with_prefixes`)."""
+        fault_point("env_reset")  # reliability tests kill the whole run here, as a rollout starts
         if prefixes is not None:
             return [result.observation for result in self.reset_with_prefixes(tasks, prefixes)]
         self._episodes = {slot: _Episode(task) for slot, task in enumerate(tasks)}
@@ -216,6 +293,7 @@ class EnvPool(ABC):
         return [results[index] for index, _ in items]
 
     def step(self, actions: dict[int, str]) -> dict[int, StepResult]:
+        fault_point("env_step")  # reliability tests kill the whole run here, mid-rollout
         for slot in actions:
             episode = self._episodes.get(slot)
             if episode is None:
@@ -224,6 +302,17 @@ class EnvPool(ABC):
             if episode.done:
                 raise ValueError(f"slot {slot}'s episode ({episode.task.describe()}) is done; reset before stepping it")
         results = self._step(sorted(actions.items()))
+        failed = sorted(slot for slot, result in results.items() if isinstance(result, _Failure))
+        for attempt in range(self.step_retries):
+            if not failed:
+                break
+            self._counts["step_retries"] += len(failed)
+            logger.warning("env %s raised on slots %s; retrying on a fresh env with the episode replayed (%d/%d)",
+                           self.env_name, failed, attempt + 1, self.step_retries)
+            retried = self._retry_step([(slot, (self._episodes[slot].task, list(self._episodes[slot].actions),
+                                                actions[slot])) for slot in failed])
+            results.update(retried)
+            failed = sorted(slot for slot in failed if isinstance(results[slot], _Failure))
         failure: tuple[int, _Failure] | None = None
         out: dict[int, StepResult] = {}
         for slot, result in results.items():
@@ -237,8 +326,10 @@ class EnvPool(ABC):
         if failure is not None:
             slot, fail = failure
             self._episodes[slot].done = True  # its env's state is unknown now; the slot is out until the next reset
-            _raise_env_failure(fail, f"while stepping slot {slot} ({self._episodes[slot].task.describe()}) "
-                                     f"with action {actions[slot]!r}")
+            _raise_env_failure(fail, f"env {self.env_name!r} raised while stepping slot {slot} "
+                                     f"({self._episodes[slot].task.describe()}) with action {actions[slot]!r}, "
+                                     f"{1 + self.step_retries} times (each retry on a fresh env with the episode "
+                                     f"replayed; env_pool.step_retries={self.step_retries})")
         return out
 
     @abstractmethod
@@ -246,6 +337,9 @@ class EnvPool(ABC):
 
     @abstractmethod
     def _step(self, items: list[tuple[int, str]]) -> dict[int, StepResult | _Failure]: ...
+
+    @abstractmethod
+    def _retry_step(self, items: list[tuple[int, tuple[Task, list[str], str]]]) -> dict[int, StepResult | _Failure]: ...
 
     @abstractmethod
     def _reset_with_prefixes(
@@ -277,8 +371,9 @@ def _raise_env_failure(fail: _Failure, where: str) -> None:
 class LocalEnvPool(EnvPool):
     """All envs in this process: for debugging (real tracebacks, breakpoints) and tests."""
 
-    def __init__(self, env_name: str, env_options: dict[str, Any] | None = None) -> None:
-        super().__init__(env_name, env_options)
+    def __init__(self, env_name: str, env_options: dict[str, Any] | None = None,
+                 step_retries: int = DEFAULT_STEP_RETRIES) -> None:
+        super().__init__(env_name, env_options, step_retries)
         self._host = EnvHost(self.env_factory, self.env_options)
 
     def _reset(self, items: list[tuple[int, Task]]) -> dict[int, Observation | _Failure]:
@@ -286,6 +381,9 @@ class LocalEnvPool(EnvPool):
 
     def _step(self, items: list[tuple[int, str]]) -> dict[int, StepResult | _Failure]:
         return dict(zip([s for s, _ in items], self._host.step(items), strict=True))
+
+    def _retry_step(self, items: list[tuple[int, tuple[Task, list[str], str]]]) -> dict[int, StepResult | _Failure]:
+        return dict(zip([s for s, _ in items], self._host.retry_step(items), strict=True))
 
     def _reset_with_prefixes(
         self, items: list[tuple[int, tuple[Task, list[str]]]]
@@ -299,6 +397,10 @@ class LocalEnvPool(EnvPool):
         self._host.close()
 
 
+class EnvCallTimeout(Exception):
+    """An env call ran past `step_timeout_s`: its worker is treated as dead (killed, replaced, replayed)."""
+
+
 def _dead_worker_errors() -> tuple[type[BaseException], ...]:
     from ray import exceptions as rex
 
@@ -308,8 +410,9 @@ def _dead_worker_errors() -> tuple[type[BaseException], ...]:
 class RayEnvPool(EnvPool):
     """Envs in `num_workers` Ray actors; slot i lives on worker i % num_workers; one batched call per worker.
 
-    A dead worker is replaced and its episodes replayed, then the failed call is retried; after
-    `max_restarts` consecutive deaths of one worker, EnvWorkerError names the env and the task seeds.
+    A dead worker, or one whose env call ran past `step_timeout_s` (killed then), is replaced and its episodes
+    replayed, then the failed call is retried; after `max_restarts` consecutive failures of one worker,
+    EnvWorkerError names the env, the task seeds and the last failure. `step_timeout_s=None` waits forever.
     """
 
     def __init__(
@@ -319,27 +422,52 @@ class RayEnvPool(EnvPool):
         num_workers: int = 2,
         max_restarts: int = 3,
         actor_options: dict[str, Any] | None = None,
+        step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
+        step_retries: int = DEFAULT_STEP_RETRIES,
     ) -> None:
         if num_workers < 1:
             raise ConfigError(f"env pool num_workers must be >= 1, got {num_workers}")
         if max_restarts < 0:
             raise ConfigError(f"env pool max_restarts must be >= 0, got {max_restarts}")
-        super().__init__(env_name, env_options)
+        if step_timeout_s is not None and step_timeout_s <= 0:
+            raise ConfigError(f"env pool step_timeout_s must be > 0 seconds (or null: no timeout), "
+                              f"got {step_timeout_s}")
+        super().__init__(env_name, env_options, step_retries)
         import ray
 
+        from agentforge.reliability.reaper import start_reaper
+
         ensure_ray()  # joins the runtime the trainer started, if any
+        start_reaper()  # if this process is SIGKILLed, what Ray started for it does not outlive it
+        self.step_timeout_s = step_timeout_s
         self.num_workers = num_workers
         self.max_restarts = max_restarts
         # env actors mostly wait on the trainer: request no CPU so many fit beside the engine and learner
         self.actor_options = {"num_cpus": 0, **(actor_options or {}), "max_restarts": 0, "max_task_retries": 0}
-        self.restarts = 0
         self.worker_restarts = [0] * num_workers
         self._consecutive_deaths = [0] * num_workers
-        self._actor_class = ray.remote(EnvHost)
+        self._actor_class = ray.remote(concurrency_groups={PROBE_GROUP: 1})(EnvHost)
         self._workers = [self._new_worker() for _ in range(num_workers)]
+        self._await_started(self._workers)
+
+    @property
+    def restarts(self) -> int:
+        return self._counts["restarts"]
 
     def _new_worker(self) -> ray.actor.ActorHandle:
-        return self._actor_class.options(**self.actor_options).remote(self.env_factory, self.env_options)
+        return self._actor_class.options(**self.actor_options).remote(self.env_factory, self.env_options, True)
+
+    def _await_started(self, workers: list[ray.actor.ActorHandle]) -> None:
+        """Wait until new actors run (a process start and imports: seconds, more on a busy machine), so that the
+        step timeout measures env calls only, never an actor's start-up."""
+        import ray
+
+        try:
+            ray.get([worker.pid.remote() for worker in workers], timeout=WORKER_START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise EnvWorkerError(f"env {self.env_name!r}: {len(workers)} Ray env worker(s) did not start within "
+                                 f"{WORKER_START_TIMEOUT_S:.0f} s; is the machine out of memory or processes? Ray's "
+                                 f"logs are under /tmp/ray/session_latest/logs/") from None
 
     def worker_of(self, slot: int) -> int:
         return slot % self.num_workers
@@ -351,6 +479,9 @@ class RayEnvPool(EnvPool):
 
     def _step(self, items: list[tuple[int, str]]) -> dict[int, StepResult | _Failure]:
         return self._call_all("step", self._by_worker(items, every_worker=False))
+
+    def _retry_step(self, items: list[tuple[int, tuple[Task, list[str], str]]]) -> dict[int, StepResult | _Failure]:
+        return self._call_all("retry_step", self._by_worker(items, every_worker=False))
 
     def _reset_with_prefixes(
         self, items: list[tuple[int, tuple[Task, list[str]]]]
@@ -389,34 +520,73 @@ class RayEnvPool(EnvPool):
         return out
 
     def _get_with_recovery(self, w: int, ref: ray.ObjectRef, method: str, payload: list[tuple[int, Any]]) -> Any:
-        import ray
 
         while True:
             try:
-                result = ray.get(ref)
-            except _dead_worker_errors() as err:
+                result = self._get(w, ref)
+            except (*_dead_worker_errors(), EnvCallTimeout) as err:
                 self._replace_worker(w, err)
                 ref = getattr(self._workers[w], method).remote(payload)
                 continue
             self._consecutive_deaths[w] = 0
             return result
 
+    def _get(self, w: int, ref: ray.ObjectRef) -> Any:
+        """`ray.get`, but an env call running past `step_timeout_s` raises EnvCallTimeout (the caller kills the
+        worker). Waits the timeout, then asks the worker's probe thread what runs and for how long: no polling."""
+        import ray
+
+        if self.step_timeout_s is None:
+            return ray.get(ref)
+        wait = self.step_timeout_s
+        while True:
+            ready, _ = ray.wait([ref], timeout=wait)
+            if ready:
+                return ray.get(ref)
+            probe = self._workers[w].probe.options(concurrency_group=PROBE_GROUP).remote()
+            try:
+                busy = ray.get(probe, timeout=self.step_timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise EnvCallTimeout(self._timeout_message(w, None, None)) from None
+            if busy is None:  # between env calls (shipping results): keep waiting
+                wait = self.step_timeout_s
+                continue
+            method, slot, seconds = busy
+            if seconds >= self.step_timeout_s:
+                raise EnvCallTimeout(self._timeout_message(w, (method, slot), seconds))
+            wait = self.step_timeout_s - seconds + 0.05
+
+    def _timeout_message(self, w: int, call: tuple[str, int] | None, seconds: float | None) -> str:
+        self._counts["timeouts"] += 1
+        if call is None:
+            return (f"env worker {w} ({self.env_name}) did not answer within env_pool.step_timeout_s="
+                    f"{self.step_timeout_s:g} s, not even its probe (an env holding the GIL in native code)")
+        method, slot = call
+        episode = self._episodes.get(slot)
+        task = f" ({episode.task.describe()})" if episode is not None and method != "replay" else ""
+        return (f"env {self.env_name!r} {method} on slot {slot}{task} ran {seconds:.1f} s, over "
+                f"env_pool.step_timeout_s={self.step_timeout_s:g}")
+
     def _replace_worker(self, w: int, err: BaseException) -> None:
         """Start a new actor for worker `w` and replay its episodes; repeated deaths raise EnvWorkerError."""
-        import ray
 
         while True:
             if self._consecutive_deaths[w] >= self.max_restarts:
+                self._kill(self._workers[w])  # it may still be hung: closing must not wait for it
                 raise self._worker_error(w, err) from err
             self._consecutive_deaths[w] += 1
-            self.restarts += 1
+            self._counts["restarts"] += 1
             self.worker_restarts[w] += 1
             episodes = [(slot, ep.task, list(ep.actions)) for slot, ep in sorted(self._episodes.items())
                         if self.worker_of(slot) == w]
+            steps = sum(len(a) for _, _, a in episodes)
+            self._counts["replayed_episodes"] += len(episodes)
+            self._counts["replayed_steps"] += steps
+            what = "hung" if isinstance(err, EnvCallTimeout) else "died"
             logger.warning(
-                "env worker %d (%s) died: %s; restart %d/%d, replaying %d episodes (%d steps)",
-                w, self.env_name, type(err).__name__, self._consecutive_deaths[w], self.max_restarts,
-                len(episodes), sum(len(a) for _, _, a in episodes),
+                "env worker %d (%s) %s: %s; restart %d/%d, replaying %d episodes (%d steps)",
+                w, self.env_name, what, str(err) if what == "hung" else type(err).__name__,
+                self._consecutive_deaths[w], self.max_restarts, len(episodes), steps,
             )
             if episodes and not is_replayable(self.env_factory):
                 logger.warning("env %s declares replayable = False: its restored episodes may not be where they "
@@ -424,15 +594,16 @@ class RayEnvPool(EnvPool):
             self._kill(self._workers[w])
             self._workers[w] = self._new_worker()
             try:
-                ray.get(self._workers[w].restore.remote(episodes))
+                self._await_started([self._workers[w]])
+                self._get(w, self._workers[w].restore.remote(episodes))
                 return
-            except _dead_worker_errors() as replay_err:
+            except (*_dead_worker_errors(), EnvCallTimeout) as replay_err:
                 err = replay_err
 
     def _worker_error(self, w: int, err: BaseException) -> EnvWorkerError:
         seeds = sorted({ep.task.seed for slot, ep in self._episodes.items() if self.worker_of(slot) == w})
         return EnvWorkerError(
-            f"env {self.env_name!r} worker {w} died {self._consecutive_deaths[w] + 1} times in a row "
+            f"env {self.env_name!r} worker {w} died or hung {self._consecutive_deaths[w] + 1} times in a row "
             f"(max_restarts={self.max_restarts}) while hosting tasks with seeds {seeds}; last error: "
             f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}. To debug, run "
             f"the same tasks in-process with env_pool=local (a crash then happens in the driver, with its "
@@ -441,8 +612,19 @@ class RayEnvPool(EnvPool):
 
     # -- fault injection and shutdown ----------------------------------------------------------------------------
     def kill_worker(self, i: int) -> None:
-        """Kill worker i's process (fault-injection tests); the next call on it restarts and replays."""
+        """Kill worker i's process (fault-injection tests) and wait until it is gone: `ray.kill` only asks Ray to,
+        and on a busy machine the next calls could finish before it lands. The next call restarts and replays."""
+        import psutil
+        import ray
+
+        try:
+            pid = ray.get(self._workers[i].pid.remote(), timeout=30)
+        except Exception:  # already dead
+            pid = None
         self._kill(self._workers[i])
+        if pid is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.wait_procs([psutil.Process(pid)], timeout=30)
 
     def worker_pids(self) -> list[int]:
         import ray
@@ -476,32 +658,15 @@ def _task_key(task: Task) -> tuple[str, str, int, str]:
     return task.env, task.split, task.seed, task.task_id
 
 
-def ensure_ray(num_cpus: int | None = None) -> None:
-    """Start a local Ray runtime unless one is running (or connect to RAY_ADDRESS's cluster when set).
-
-    Ray 2.60 turns token auth on by default for new local runtimes. The local runtime here is private to this
-    machine's trainer, so we start it with auth off (RAY_AUTH_MODE=disabled) unless the user chose a mode;
-    clusters are set up by the launcher, which decides auth there.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(**kwargs)
-        return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=num_cpus, **kwargs)
-
-
 def make_pool(kind: str, env_name: str, env_options: dict[str, Any] | None = None, **kwargs: Any) -> EnvPool:
     """Build an env pool: `ray` (actors, fault recovery) or `local` (in-process, for debugging)."""
     if kind == "ray":
         return RayEnvPool(env_name, env_options, **kwargs)
     if kind == "local":
-        unknown = sorted(set(kwargs) - RAY_ONLY_OPTIONS)
+        unknown = sorted(set(kwargs) - RAY_ONLY_OPTIONS - POOL_OPTIONS)
         if unknown:
-            raise ConfigError(f"unknown env pool options {unknown}; valid: {', '.join(sorted(RAY_ONLY_OPTIONS))}")
-        return LocalEnvPool(env_name, env_options)  # Ray-only options (workers, restarts) do not apply in-process
+            raise ConfigError(f"unknown env pool options {unknown}; valid: "
+                              f"{', '.join(sorted(RAY_ONLY_OPTIONS | POOL_OPTIONS))}")
+        # Ray-only options (workers, restarts, timeouts) do not apply in-process
+        return LocalEnvPool(env_name, env_options, **{k: v for k, v in kwargs.items() if k in POOL_OPTIONS})
     raise ConfigError(f"unknown env pool {kind!r}; valid env pools: {', '.join(POOL_KINDS)}")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentforge.envs._gym_sokoban import GENERATOR_LOCK, room_utils
-from agentforge.envs.base import ENVS, EXECUTABLE
+from agentforge.envs.base import ENVS, EXECUTABLE, echo
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Observation, StepResult, Task
 
@@ -286,7 +286,7 @@ class SokobanEnv:
             raise RuntimeError("this Sokoban episode is over (done=True); call reset() before stepping again")
         name = action.strip().lower() if isinstance(action, str) else action
         if name not in MOVES:
-            raise ValueError(f"unknown Sokoban action {action!r}; admissible actions: {', '.join(ACTIONS)}")
+            raise ValueError(f"unknown Sokoban action {echo(repr(action))}; admissible actions: {', '.join(ACTIONS)}")
         outcome = apply_action(before, name)
         after = outcome.state
         self._state = after

@@ -62,6 +62,7 @@ def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str]
     metrics = rollout_summary(groups, stats, workflow_metrics)
     if not any(t.won for g in groups for t in g.trajectories):
         metrics["mean_success_length"] = math.nan  # no successful trajectory: undefined, not 0
+        metrics["tokens_per_success"] = math.nan
     metrics.update(group_diversity(groups, descriptors, successful_only=True))
     return metrics
 

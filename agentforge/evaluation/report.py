@@ -23,11 +23,19 @@ def _number(value: Any, digits: int, scale: float = 1.0) -> str:
     return f"{float(value) * scale:.{digits}f}"
 
 
-def table_columns(descriptors: list[str]) -> list[tuple[str, str, int, float]]:
-    """(header, metric key, digits, scale) of every column after the method's name."""
+# columns shown only when some row has the metric (an algorithm's own report, e.g. TrajEvolve's eval_labels)
+OPTIONAL_COLUMNS = [("Redundant", "trajevolve/redundant_step_fraction", 3, 1.0)]
+
+
+def table_columns(descriptors: list[str], present: set[str] | None = None) -> list[tuple[str, str, int, float]]:
+    """(header, metric key, digits, scale) of every column after the method's name; `present`: the metric keys
+    some row has (optional columns are shown only then). Steps and Succ. len are the TrajEvolve paper's
+    redundancy table (mean steps over all and over successful trajectories)."""
     columns = [("Success", "success_rate", 4, 1.0), ("Reward", "mean_return", 3, 1.0),
-               ("Succ. len", "mean_success_length", 2, 1.0), ("Tok/succ.", "tokens_per_success", 1, 1.0),
-               ("Think tok/turn", "think_tokens_per_turn", 1, 1.0), ("Invalid", "invalid_action_rate", 3, 1.0)]
+               ("Steps", "mean_turns", 2, 1.0), ("Succ. len", "mean_success_length", 2, 1.0),
+               ("Tok/succ.", "tokens_per_success", 1, 1.0), ("Think tok/turn", "think_tokens_per_turn", 1, 1.0),
+               ("Invalid", "invalid_action_rate", 3, 1.0)]
+    columns += [c for c in OPTIONAL_COLUMNS if c[1] in (present or set())]
     for name in descriptors:
         columns.append((f"D^pair {name}", f"div_pair/{name}", 4, 1.0))
         columns.append((f"D^dpp {name} (×10⁻³)", f"div_dpp/{name}", 3, DPP_SCALE))
@@ -37,7 +45,7 @@ def table_columns(descriptors: list[str]) -> list[tuple[str, str, int, float]]:
 
 
 def table_cells(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    columns = table_columns(report["descriptors"])
+    columns = table_columns(report["descriptors"], {key for row in report["rows"] for key in row["metrics"]})
     header = ["Method", *(c[0] for c in columns)]
     rows = [[row["name"], *(_number(row["metrics"].get(key), digits, scale) for _, key, digits, scale in columns)]
             for row in report["rows"]]

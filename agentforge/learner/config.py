@@ -12,6 +12,7 @@ from agentforge.errors import ConfigError
 DTYPES = ("float32", "bfloat16")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 BACKENDS = ("gloo", "nccl", "ccl", "mpi")
+PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray placement group strategies
 
 
 @dataclass
@@ -67,6 +68,7 @@ class LearnerConfig:
     seed: int = 0
     backend: str | None = None
     num_cpus_per_rank: int = 1
+    placement_strategy: str = "PACK"  # how Ray places the ranks' bundles over nodes; STRICT_SPREAD: one per node
 
     def __post_init__(self) -> None:
         # `auto`: bf16 where the hardware computes it natively, else float32 (agentforge.hardware); a composed config
@@ -146,6 +148,9 @@ class LearnerConfig:
                      "learner.in_process=false to run the ranks as Ray actors")
         if self.num_cpus_per_rank < 1:
             p.append(f"num_cpus_per_rank={self.num_cpus_per_rank} must be >= 1")
+        if self.placement_strategy not in PLACEMENT_STRATEGIES:
+            p.append(f"placement_strategy={self.placement_strategy!r} is unknown; use one of "
+                     f"{', '.join(PLACEMENT_STRATEGIES)}")
         if self.lora.enabled:
             if self.lora.rank < 1:
                 p.append(f"lora.rank={self.lora.rank} must be >= 1")

@@ -49,6 +49,7 @@ from agentforge.learner.packing import (
     padding_batch,
     token_logprobs,
 )
+from agentforge.reliability.faultpoints import fault_point
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,7 @@ class DeepSpeedLearnerRank:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         lr = float(self.engine.get_lr()[0])
+        fault_point("optimizer_step")  # reliability tests kill a run here: gradients summed, weights not yet stepped
         self.engine.step()
         self.steps += 1
         if grad_norm is None:
@@ -455,9 +457,19 @@ class DeepSpeedLearnerRank:
         if not (path / COMPLETE_MARKER).is_file():
             raise AgentforgeError(f"{path} is not a complete learner checkpoint (no {COMPLETE_MARKER} marker): "
                                   "saving was interrupted or the path is wrong; resume from an earlier checkpoint")
-        load_path, client = self.engine.load_checkpoint(
-            str(path / "deepspeed"), tag=CHECKPOINT_TAG, load_module_strict=not self.config.lora.enabled,
-            load_optimizer_states=True, load_lr_scheduler_states=True)
+        from agentforge.training.checkpoint import CheckpointMismatchError, check_learner_checkpoint, mismatch_message
+
+        check_learner_checkpoint(path, self.model_path, self.config.to_dict()["lora"])
+        try:
+            load_path, client = self.engine.load_checkpoint(
+                str(path / "deepspeed"), tag=CHECKPOINT_TAG, load_module_strict=not self.config.lora.enabled,
+                load_optimizer_states=True, load_lr_scheduler_states=True)
+        except RuntimeError as error:  # what the metadata check could not see: torch's size-mismatch traceback
+            if "size mismatch" not in str(error) and "Missing key" not in str(error):
+                raise
+            first = str(error).strip().splitlines()[1:2] or [str(error)[:200]]
+            raise CheckpointMismatchError(mismatch_message(path / "deepspeed", first[0].strip())
+                                          ) from error
         if load_path is None:
             raise AgentforgeError(f"DeepSpeed found no state under {path / 'deepspeed'}; the checkpoint is damaged")
         self.steps = int((client or {}).get("learner_steps", 0))

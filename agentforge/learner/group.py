@@ -51,7 +51,7 @@ class Learner:
 
     def _start_actors(self, use_gpus: bool | None) -> list[Any]:
         import ray
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         if not ray.is_initialized():
@@ -60,12 +60,16 @@ class Learner:
         n, cpus = self.config.num_ranks, self.config.num_cpus_per_rank
         gpus = use_gpus if use_gpus is not None else ray.cluster_resources().get("GPU", 0) >= n
         bundle = {"CPU": cpus, **({"GPU": 1} if gpus else {})}
-        self._placement_group = placement_group([dict(bundle) for _ in range(n)], strategy="PACK")
+        strategy = self.config.placement_strategy
+        self._placement_group = placement_group([dict(bundle) for _ in range(n)], strategy=strategy)
         try:
             ray.get(self._placement_group.ready(), timeout=120)
         except Exception as err:
-            raise AgentforgeError(f"could not place {n} learner ranks of {bundle} each; the Ray cluster has "
-                                  f"{ray.cluster_resources()}; lower learner.num_ranks or num_cpus_per_rank") from err
+            remove_placement_group(self._placement_group)
+            raise AgentforgeError(f"could not place {n} learner ranks of {bundle} each ({strategy}); the Ray cluster "
+                                  f"has {ray.cluster_resources()} on {len(ray.nodes())} node(s); lower "
+                                  "learner.num_ranks or num_cpus_per_rank, or use learner.placement_strategy=PACK"
+                                  ) from err
 
         def on_bundle(i: int) -> PlacementGroupSchedulingStrategy:
             return PlacementGroupSchedulingStrategy(self._placement_group, placement_group_bundle_index=i)

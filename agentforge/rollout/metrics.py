@@ -13,8 +13,10 @@ def _ratio(numerator: float, denominator: float) -> float:
 def rollout_summary(groups: list[Group], stats: RolloutStats,
                     workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
     """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout; plus, when a
-    workflow made any, the turns it regenerated and its generations outside the turns, and its hooks' own metrics."""
-    trajectories = [t for g in groups for t in g.trajectories]
+    workflow made any, the turns it regenerated and its generations outside the turns, and its hooks' own metrics.
+    Evolved samples (TrajEvolve: built from played episodes, `meta["evolved"]`) are trained but not counted here:
+    the numbers describe the episodes the policy played."""
+    trajectories = [t for g in groups for t in g.trajectories if not t.meta.get("evolved")]
     turns = sum(t.length for t in trajectories)
     summary = {
         "episodes": len(trajectories),
@@ -37,6 +39,8 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
         "env_steps_per_s": _ratio(stats.env_steps, stats.env_seconds),
         "wall_seconds": stats.wall_seconds,
     }
+    if not any(t.won for t in trajectories):  # means over no success are undefined, not 0: left out ("–" in tables)
+        del summary["mean_success_length"], summary["tokens_per_success"]
     if stats.regenerated_turns:
         summary["regenerated_turns"] = stats.regenerated_turns
     if stats.extra_generations:

@@ -126,6 +126,7 @@ class TrainProgress:
     def __init__(self, total_iterations: int, start: int) -> None:
         self.total = total_iterations
         self.done = start
+        self._first, self._since = start, time.monotonic()  # for the ETA: this process's iterations, wall clock
         self.bars = live_bars()
         self.heartbeat = Heartbeat("train", enabled=not self.bars)
         self.progress = Progress(
@@ -173,6 +174,9 @@ class TrainProgress:
             f" · success {metrics.get('train/success_rate', 0.0):.2f}"
             f" · loss {metrics.get('train/loss', float('nan')):+.4f} · {metrics.get('time/iteration', 0.0):.1f} s/it"
         )
+        if iteration > self._first and iteration < self.total:  # wall time per iteration so far (eval, checkpoints)
+            per = (time.monotonic() - self._since) / (iteration - self._first)
+            info += f" · ETA {_clock(per * (self.total - iteration))}"
         self.heartbeat.set(f"iteration {iteration}/{self.total} done · {info}", announce=True)
         self.progress.update(self.iterations, completed=iteration, info=info)
         self.progress.update(self.rollout, visible=False)

@@ -1,13 +1,18 @@
 """Checkpoints: learner state plus trainer state (iteration, sampler position, RNG states), keeping the last N.
 
-A checkpoint is complete only when its `COMPLETE` marker exists (written last); a partial or corrupt one is skipped
-with a warning and the previous one is used.
+A checkpoint is never half-visible: it is written into a hidden `.partial-iter_<n>/` folder, its files are
+fsynced, `COMPLETE` is written last, and only then is the folder renamed to `iter_<n>/` (one atomic rename on the
+same filesystem). A run killed while saving leaves only the hidden folder, which the next save deletes; a save that
+fails (disk full) deletes it at once and raises CheckpointError naming the previous, intact checkpoint. Folders
+without the marker (older layouts, hand-made copies) are still skipped with a warning.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import pickle
 import random
 import shutil
@@ -18,9 +23,69 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentforge.errors import AgentforgeError
+from agentforge.reliability.faultpoints import fault_point
+
 log = logging.getLogger("agentforge.training.checkpoint")
 
 MARKER = "COMPLETE"
+PARTIAL = ".partial-"  # a checkpoint being written: never matched by `iter_*`
+REPLACED = ".replaced-"  # a published checkpoint being replaced by a new save of the same iteration
+
+
+class CheckpointError(AgentforgeError):
+    """A checkpoint could not be written; the message names the previous intact one and the fix."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint written for another model or another LoRA shape: no earlier checkpoint of the run would fit
+    either, so resuming stops here (instead of a torch size-mismatch traceback, or silently starting over)."""
+
+
+# model config fields that decide every weight's shape; LoRA settings that decide the adapter's
+SHAPE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "intermediate_size", "vocab_size", "tie_word_embeddings")
+LORA_SHAPE_KEYS = ("enabled", "rank", "target_modules")
+
+
+def check_learner_checkpoint(learner_dir: Path, model_path: str, lora: dict[str, Any]) -> None:
+    """Raise CheckpointMismatchError naming the file and the fix when a learner checkpoint was written for another
+    model architecture or another LoRA shape than this run's."""
+    meta_file = learner_dir / "learner.json"
+    if not meta_file.is_file():
+        return  # older checkpoints: DeepSpeed's own error (wrapped by the caller) has to do
+    meta = json.loads(meta_file.read_text())
+    problems = []
+    saved_model = _model_config(learner_dir / "hf") or _model_config(Path(str(meta.get("model_path", ""))))
+    if saved_model:
+        here = _model_config(Path(model_path))
+        problems += [f"{key} {saved_model[key]} (checkpoint) vs {here[key]} (this run)" for key in SHAPE_KEYS
+                     if key in saved_model and key in here and saved_model[key] != here[key]]
+    saved_lora = meta.get("config", {}).get("lora", {})
+    if saved_lora.get("enabled") or lora.get("enabled"):
+        problems += [f"learner.lora.{key} {saved_lora.get(key)} (checkpoint) vs {lora.get(key)} (this run)"
+                     for key in LORA_SHAPE_KEYS if _norm(saved_lora.get(key)) != _norm(lora.get(key))]
+    if problems:
+        raise CheckpointMismatchError(mismatch_message(meta_file, "; ".join(problems), meta.get("model_path")))
+
+
+def mismatch_message(file: Path, details: str, saved_model: Any = None) -> str:
+    model = f", model {saved_model}" if saved_model else ""
+    return (f"{file} was written for a different model or LoRA shape than this run's: {details.rstrip('.')}. Resume "
+            f"with the model and learner.lora settings of that run (its config.yaml{model}), or start a new run "
+            f"(resume=false; model.init_from=<checkpoint>/learner/hf reuses full weights as a starting point)")
+
+
+def _model_config(folder: Path) -> dict[str, Any]:
+    config = folder / "config.json"
+    if not config.is_file():
+        return {}
+    data = json.loads(config.read_text())
+    return {key: data[key] for key in SHAPE_KEYS if key in data}
+
+
+def _norm(value: Any) -> Any:
+    return sorted(value) if isinstance(value, list) else value
 
 
 def rng_state() -> dict[str, Any]:
@@ -51,6 +116,15 @@ class Checkpoint:
         with (self.path / "rng.pkl").open("rb") as f:
             return pickle.load(f)
 
+    @property
+    def algorithm_state(self) -> dict[str, Any]:
+        """What the algorithm learns outside the policy (TrajEvolve's step discriminator); {} when it kept none."""
+        path = self.path / "algorithm.pkl"
+        if not path.is_file():
+            return {}
+        with path.open("rb") as f:
+            return pickle.load(f)
+
 
 class CheckpointManager:
     """Writes `iter_<n>/` folders under `root`; `latest()` returns the newest complete one."""
@@ -59,18 +133,67 @@ class CheckpointManager:
         self.root = root
         self.keep_last = max(1, keep_last)
 
-    def save(self, iteration: int, learner: Any, trainer_state: dict[str, Any]) -> Checkpoint:
-        path = self.root / f"iter_{iteration:06d}"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        learner.save(str(path / "learner"))
-        (path / "trainer_state.json").write_text(json.dumps({"iteration": iteration, **trainer_state}, indent=2))
-        with (path / "rng.pkl").open("wb") as f:
-            pickle.dump(rng_state(), f)
-        (path / MARKER).write_text(str(iteration))
+    def save(self, iteration: int, learner: Any, trainer_state: dict[str, Any],
+             algorithm_state: dict[str, Any] | None = None) -> Checkpoint:
+        """Write the checkpoint hidden, then publish it with one rename; on failure nothing new is visible."""
+        name = f"iter_{iteration:06d}"
+        final, partial = self.root / name, self.root / f"{PARTIAL}{name}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.drop_partials()
+        free_before = shutil.disk_usage(self.root).free
+        try:
+            partial.mkdir()
+            learner.save(str(partial / "learner"))
+            (partial / "trainer_state.json").write_text(json.dumps({"iteration": iteration, **trainer_state},
+                                                                   indent=2))
+            with (partial / "rng.pkl").open("wb") as f:
+                pickle.dump(rng_state(), f)
+            if algorithm_state:
+                with (partial / "algorithm.pkl").open("wb") as f:
+                    pickle.dump(algorithm_state, f)
+            fault_point("checkpoint_write")  # tests kill the run here: every file written, nothing published
+            (partial / MARKER).write_text(str(iteration))
+            _fsync_tree(partial)
+        except Exception as error:  # torch reports a full disk as RuntimeError ("unexpected pos"), not OSError
+            free_then = shutil.disk_usage(self.root).free
+            shutil.rmtree(partial, ignore_errors=True)  # give the space back (once the writer's files are closed)
+            raise self._write_error(final, error, free_before, free_then) from error
+        self._publish(partial, final)
         self._prune()
-        return Checkpoint(path, iteration)
+        return Checkpoint(final, iteration)
+
+    def _publish(self, partial: Path, final: Path) -> None:
+        if final.exists():  # the same iteration saved again (a resume from an earlier checkpoint)
+            replaced = self.root / f"{REPLACED}{final.name}"
+            shutil.rmtree(replaced, ignore_errors=True)
+            os.rename(final, replaced)
+            os.rename(partial, final)
+            shutil.rmtree(replaced, ignore_errors=True)
+        else:
+            os.rename(partial, final)
+        _fsync_dir(self.root)
+
+    def drop_partials(self) -> list[Path]:
+        """Delete checkpoints a killed or failed save left half-written (hidden, never loaded); returns them."""
+        dropped = sorted([*self.root.glob(f"{PARTIAL}iter_*"), *self.root.glob(f"{REPLACED}iter_*")])
+        for path in dropped:
+            log.warning("deleting %s: a checkpoint whose save did not finish", path)
+            shutil.rmtree(path, ignore_errors=True)
+        return dropped
+
+    def _write_error(self, final: Path, error: BaseException, free_before: int, free_then: int) -> CheckpointError:
+        previous = self.latest()
+        kept = (f"the previous checkpoint {previous.path} (iteration {previous.iteration}) is intact"
+                if previous else "there is no earlier checkpoint")
+        mib = 2**20
+        full = free_then < max(16 * mib, free_before // 100) or getattr(error, "errno", None) == errno.ENOSPC
+        cause = (f"the filesystem is full ({free_before / mib:.0f} MiB were free when the save started, "
+                 f"{free_then / mib:.0f} when it failed)" if full else f"{free_before / mib:.0f} MiB were free")
+        size = f"; a checkpoint of this run takes {_size(previous.path) / mib:.0f} MiB" if previous else ""
+        return CheckpointError(
+            f"could not write checkpoint {final}: {cause}{size} ({type(error).__name__}: {error}). Nothing of it "
+            f"was kept and {kept}. Free some space (or lower trainer.keep_checkpoints, or move the run dir) and "
+            f"continue with resume=true")
 
     def complete(self) -> list[Checkpoint]:
         """Complete checkpoints, oldest first; incomplete ones are reported and ignored."""
@@ -95,3 +218,27 @@ class CheckpointManager:
         done = self.complete()
         for old in done[: -self.keep_last]:
             shutil.rmtree(old.path, ignore_errors=True)
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush every file and folder under `root` to disk before it is published (a crash then finds it whole)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(folder))
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _size(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())

@@ -50,10 +50,14 @@ def validate_train_config(cfg: DictConfig) -> None:
 
 def resolve_resume_dir(cfg: DictConfig) -> Path | None:
     """`resume=false` → None; `resume=<run dir>` → it; `resume=true` → the newest run of this command that has a
-    checkpoint (sibling folders of this run's folder)."""
+    checkpoint (sibling folders of this run's folder); `resume=auto` → this run's own folder when it has a complete
+    checkpoint, else a fresh start (what a requeued Slurm job with a fixed run dir needs)."""
     resume = cfg.get("resume", False)
     if resume in (False, None, "false", "False"):
         return None
+    if resume == "auto":
+        here = Path(cfg.run_dir)
+        return here if any((here / "checkpoints").glob("iter_*/COMPLETE")) else None
     if resume not in (True, "true", "True"):
         path = Path(str(resume))
         if not (path / "checkpoints").is_dir():

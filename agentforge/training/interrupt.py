@@ -12,6 +12,14 @@ watcher thread takes it with `sigwait`, which needs no help from the main thread
    (a checkpoint being written) the interrupt waits until the block ends, so a checkpoint is either complete or
    absent. The command's `finally` blocks then close the env workers, the engine, the learner and Ray;
 2. a second signal stops at once: every child process is killed and the process exits with status 130.
+
+A scheduler's stop (Slurm's `--signal=B:USR1@<secs>` warning before the time limit, forwarded by the batch script;
+SIGTERM on preemption or `scancel`) is different: the run should *keep* its progress. SIGUSR1/SIGTERM only set a
+flag (a plain Python handler: nothing needs to happen before the iteration ends); the trainer reads it between
+iterations (`preemption_requested()`), writes a checkpoint and raises `Preempted`, and the process exits with
+128 + the signal (138 for SIGUSR1, 143 for SIGTERM), which tells the batch script to requeue the job. A second such
+signal stops like a first Ctrl-C (abandon the step, close everything; the last complete checkpoint resumes).
+Ray's `ray.init` installs its own SIGTERM handler in the driver; `reclaim_signal_handlers()` puts ours back.
 """
 
 from __future__ import annotations
@@ -27,6 +35,17 @@ from types import TracebackType
 
 SIGNALS = (signal.SIGINT,)
 EXIT_STATUS = 130
+PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+
+class Preempted(KeyboardInterrupt):
+    """The run stopped for a scheduler's signal, after a checkpoint; `status` is the exit status (128 + signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"{signal.Signals(signum).name}: checkpoint written; exit status {128 + signum} so a Slurm "
+                         "job can requeue and resume")
+        self.signum = signum
+        self.status = 128 + signum
 
 
 class InterruptGuard:
@@ -41,6 +60,8 @@ class InterruptGuard:
         self._active = False
         self._watcher: threading.Thread | None = None
         self._previous_handler: object = signal.default_int_handler
+        self._previous_preempt: dict[int, object] = {}
+        self.preempt_signal: int | None = None
 
     # -------------------------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> InterruptGuard:
@@ -49,6 +70,7 @@ class InterruptGuard:
         # Python's own handler turns the watcher's interrupt_main() into KeyboardInterrupt; a process started in the
         # background by a shell inherits SIGINT ignored, which would make interrupt_main() a no-op
         self._previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._previous_preempt = {signum: signal.signal(signum, self._on_preempt) for signum in PREEMPT_SIGNALS}
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         self._active = True
         self._watcher = threading.Thread(target=self._watch, name="agentforge-interrupt", daemon=True)
@@ -65,6 +87,30 @@ class InterruptGuard:
         self._watcher.join(timeout=5)  # type: ignore[union-attr]
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
         signal.signal(signal.SIGINT, self._previous_handler)
+        for signum, handler in self._previous_preempt.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    def reclaim(self) -> None:
+        """Put the preemption handlers back after a library (Ray's `ray.init`) replaced them."""
+        if self._active:
+            for signum in PREEMPT_SIGNALS:
+                signal.signal(signum, self._on_preempt)
+
+    def _on_preempt(self, signum: int, frame: object) -> None:
+        """SIGUSR1/SIGTERM (main thread, between bytecodes): ask for a checkpoint at the end of the iteration; a
+        second one stops now, like Ctrl-C."""
+        name = signal.Signals(signum).name
+        if self.preempt_signal is None and not self.requested.is_set():
+            self.preempt_signal = signum
+            self._say(f"{name}: the scheduler asks the run to stop: checkpoint after the current iteration, then "
+                      f"exit with status {128 + signum} (a second {name} stops at once)")
+            return
+        self.requested.set()
+        self._say(f"{name} again: stopping now, abandoning the current step; the last complete checkpoint resumes")
+        if self._critical > 0:  # a checkpoint being written finishes first (read without the lock: we may hold it)
+            self._pending = True
+            return
+        raise KeyboardInterrupt
 
     # ------------------------------------------------------------------------------------------- protocol
     @contextlib.contextmanager
@@ -134,6 +180,17 @@ def interrupt_guard() -> Iterator[InterruptGuard]:
             yield guard
         finally:
             _current = None
+
+
+def preemption_requested() -> int | None:
+    """The scheduler's signal (SIGUSR1, SIGTERM) the active guard received, if any: checkpoint, then `Preempted`."""
+    return _current.preempt_signal if _current is not None else None
+
+
+def reclaim_signal_handlers() -> None:
+    """After `ray.init` (which installs its own SIGTERM handler in the driver): the guard's handlers again."""
+    if _current is not None:
+        _current.reclaim()
 
 
 @contextlib.contextmanager

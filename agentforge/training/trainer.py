@@ -29,16 +29,18 @@ from agentforge.builders import (
 )
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
+from agentforge.launch.placement import record_placement
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
 from agentforge.learner.memory import check_memory_fit
+from agentforge.reliability.reaper import start_reaper
 from agentforge.rollout.metrics import diversity_summary, rollout_summary
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
-from agentforge.training.checkpoint import Checkpoint, CheckpointManager, set_rng_state
+from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
 from agentforge.training.config import resolve_resume_dir
-from agentforge.training.interrupt import critical
+from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.preflight import preflight
 from agentforge.training.summary import eval_row, summary_table, verdict, view_hint
 from agentforge.types import Group
@@ -90,6 +92,7 @@ class Trainer:
         seed_everything(int(cfg.seed))
         if cfg.env_pool.kind == "ray" or not learner_cfg.in_process:
             ensure_ray()
+            start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
         self.pool = build_pool(cfg)
         self.ctx = build_rollout_context(cfg, self.engine, self.pool)
         self.eval_ctx = self.ctx.with_sampling(
@@ -112,6 +115,8 @@ class Trainer:
             try:
                 self._load(checkpoint)
                 return
+            except CheckpointMismatchError:
+                raise  # another model or LoRA shape: earlier checkpoints would not fit either; starting over is wrong
             except (AgentforgeError, OSError, RuntimeError, KeyError) as error:
                 log.warning("checkpoint %s could not be loaded (%s); trying the previous one", checkpoint.path, error)
                 console.print(f"[yellow]checkpoint {checkpoint.path} is unusable ({error}); trying the previous one")
@@ -122,6 +127,7 @@ class Trainer:
         state = checkpoint.trainer_state
         self.sampler.load_state_dict(state["sampler"])
         self.history = state.get("history", {})
+        self.algorithm.load_state_dict(checkpoint.algorithm_state)
         set_rng_state(checkpoint.rng)
         self.start_iteration = checkpoint.iteration
         self._sync_weights()
@@ -180,6 +186,7 @@ class Trainer:
             "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
             "train/input_tokens": sum(len(s.input_ids) for s in samples),
         })
+        metrics.update({f"env/{k}": v for k, v in self.pool.take_fault_counts().items()})  # faults survived
         self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
         # ---- whole trajectories with advantages, for `agentforge view` and wandb tables (trainer.save_trajectories)
         if self.tcfg.get("save_trajectories", True):
@@ -245,7 +252,8 @@ class Trainer:
     def save_checkpoint(self, iteration: int) -> None:
         with critical():  # a Ctrl-C waits for the checkpoint: it is either complete or absent
             self.checkpoints.save(iteration, self.learner,
-                                  {"sampler": self.sampler.state_dict(), "history": self.history})
+                                  {"sampler": self.sampler.state_dict(), "history": self.history},
+                                  self.algorithm.state_dict())
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
@@ -265,11 +273,19 @@ class Trainer:
                         metrics.update(self.evaluate(step, progress))
                     self.tracker.log(step, metrics)
                     progress.iteration_done(step, metrics)
-                    if self.tcfg.checkpoint_every and (
-                        step % int(self.tcfg.checkpoint_every) == 0 or step == iterations
-                    ):
+                    if step == self.start_iteration + 1:  # every actor is up now: say where each one runs
+                        record_placement(self.run_dir)
+                    saved = bool(self.tcfg.checkpoint_every) and (
+                        step % int(self.tcfg.checkpoint_every) == 0 or step == iterations)
+                    if saved:
                         progress.phase("checkpoint")
                         self.save_checkpoint(step)
+                    signum = preemption_requested()  # a scheduler's SIGUSR1/SIGTERM: keep this iteration, then stop
+                    if signum is not None and step < iterations:
+                        if not saved:
+                            progress.phase("checkpoint (preempted)")
+                            self.save_checkpoint(step)
+                        raise Preempted(signum)
         except KeyboardInterrupt:
             self._say_how_to_resume()
             raise

@@ -9,7 +9,7 @@ import torch
 
 from agentforge.engines import make_engine
 from agentforge.engines.interventions import InterventionSpec, build_intervention
-from agentforge.errors import ConfigError
+from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.models import resolve_model
 from agentforge.models.loading import build_tiny_model
 from agentforge.types import SamplingConfig
@@ -261,3 +261,21 @@ def test_engine_starts_after_numba_is_loaded(tiny_spec, prompts, baseline):
         engine.close()
     assert [c.token_ids for c in again] == [c.token_ids for c in baseline]
     assert "llvmlite.binding.ffi" in sys.modules
+
+
+def test_score_gives_the_sampled_logprobs_in_both_engines(vllm_engine, hf_engine, prompts):
+    """`score` (old log-probs for a response under a prompt, TrajEvolve's evolved turns) equals the log-probs the
+    engine reported when it sampled that response at temperature 1, in vLLM and in transformers."""
+    sampled = vllm_engine.generate(prompts, SamplingConfig(temperature=1.0, max_new_tokens=12))
+    responses = [c.token_ids for c in sampled]
+    for engine in (vllm_engine, hf_engine):
+        scored = engine.score(prompts, responses)
+        for completion, logprobs in zip(sampled, scored, strict=True):
+            assert len(logprobs) == len(completion.token_ids)
+            assert max(abs(a - b) for a, b in zip(logprobs, completion.logprobs, strict=True)) < 1e-3
+    # another prompt gives other numbers: the score depends on the prompt it is given
+    longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+    other = vllm_engine.score([prompts[longest][-8:]], [responses[longest]])[0]
+    assert max(abs(a - b) for a, b in zip(other, sampled[longest].logprobs, strict=True)) > 1e-3
+    with pytest.raises(AgentforgeError, match="one each"):
+        vllm_engine.score(prompts, responses[:1])

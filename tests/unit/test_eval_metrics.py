@@ -64,16 +64,19 @@ def report(metrics: dict) -> dict:
 
 
 def test_tables_show_dpp_in_thousandths_and_dashes_for_undefined_values():
-    metrics = {"success_rate": 0.5, "mean_return": 1.0, "mean_success_length": math.nan, "invalid_action_rate": 0.0,
-               "tokens_per_success": 42.25, "think_tokens_per_turn": 9.0,
+    metrics = {"success_rate": 0.5, "mean_return": 1.0, "mean_turns": 3.5, "mean_success_length": math.nan,
+               "invalid_action_rate": 0.0, "tokens_per_success": 42.25, "think_tokens_per_turn": 9.0,
                "div_pair/direction_transition": 0.0781, "div_dpp/direction_transition": 0.004100,
                "div_groups/direction_transition": 3.0}
     markdown = eval_markdown(report(metrics))
     header, rule, row = markdown.splitlines()[2:5]
     assert "D^dpp direction_transition (×10⁻³)" in header and rule.startswith("|---|---:")
-    assert row == "| GiGPO | 0.5000 | 1.000 | – | 42.2 | 9.0 | 0.000 | 0.0781 | 4.100 | 3 |"
+    assert row == "| GiGPO | 0.5000 | 1.000 | 3.50 | – | 42.2 | 9.0 | 0.000 | 0.0781 | 4.100 | 3 |"
+    assert "Redundant" not in header  # an optional column: only where a row has the metric
     table = eval_table(report(metrics))
     assert [c.header for c in table.columns] == ["metric", "GiGPO"]
+    header = eval_markdown(report({**metrics, "trajevolve/redundant_step_fraction": 0.25})).splitlines()[2]
+    assert "| Invalid | Redundant | D^pair" in header
 
 
 def test_settings_reject_unknown_baselines_options_and_splits():

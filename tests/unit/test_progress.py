@@ -34,3 +34,14 @@ def test_rollout_progress_in_lines_mode_reports_episodes(monkeypatch, capsys):
         update(4, 4, RolloutStats(turns=8, generated_tokens=50, generate_seconds=1.0, env_steps=8, env_seconds=0.1))
     err = capsys.readouterr().err
     assert "[eval] 0/4 episodes" in err and "[eval] 4/4 episodes · 8 turns · 50 tok/s · 80 steps/s" in err
+
+
+def test_iteration_lines_carry_an_eta_from_this_process_wall_time(monkeypatch, capsys):
+    monkeypatch.setenv("AGENTFORGE_PROGRESS", "lines")
+    with TrainProgress(total_iterations=4, start=0) as progress:
+        time.sleep(0.6)
+        progress.iteration_done(1, {})
+        progress.iteration_done(4, {})  # the last one: nothing left to estimate
+    lines = [line for line in capsys.readouterr().err.splitlines() if " done · " in line]
+    assert "ETA 0:01" in lines[0], lines  # 0.6 s per iteration x 3 left
+    assert "ETA" not in lines[-1], lines

@@ -310,3 +310,10 @@ def test_efficiency_metrics_by_hand():
     assert summary["think_tokens_per_turn"] == pytest.approx(26 / 3)
     assert summary["forced_turn_rate"] == pytest.approx(1 / 3)
     assert summary["regeneration_rate"] == pytest.approx(2 / 3)
+    # no success: the means over successes are undefined, so they are left out (tables show "–"), not 0
+    nothing = rollout_summary([Group(task=lost.task, trajectories=[lost])], stats)
+    assert "tokens_per_success" not in nothing and "mean_success_length" not in nothing
+    # evolved samples (TrajEvolve) are trained but not counted as played episodes
+    evolved = Trajectory(task=won.task, rollout_index=2, turns=[turn(4, 1, 0)], won=True, meta={"evolved": "prune"})
+    with_evolved = rollout_summary([Group(task=won.task, trajectories=[won, lost, evolved])], stats)
+    assert with_evolved["episodes"] == 2 and with_evolved["success_rate"] == 0.5

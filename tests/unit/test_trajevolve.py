@@ -66,7 +66,10 @@ def test_hindsight_credit_touches_only_redundant_turns_with_a_positive_episode_a
     ({"redundant_credit": "half"}, "redundant_credit='half' is not one of zero, negate, scale"),
     ({"redundant_scale": 1.5}, "redundant_scale=1.5"),
     ({"counterfactual": "yes"}, "counterfactual='yes' must be true or false"),
-    ({"evolve": True}, "not built yet"),
+    ({"evolve": True, "evolve_strategies": ["prune", "graft"]}, "distinct strategies from"),
+    ({"evolve": True, "evolve_max_per_group": 0}, "evolve_max_per_group must be an integer >= 1"),
+    ({"evolve": True, "evolve_reasoning": "invent"}, "evolve_reasoning='invent' is not one of"),
+    ({"evolve": True, "counterfactual": False, "evolve_strategies": ["prune"]}, "prune strategy needs the replay"),
     ({"gamma": 2.0}, "gamma=2.0"),
 ])
 def test_bad_options_are_refused_with_the_reason(options, message):
@@ -81,5 +84,65 @@ def test_the_recipes_compose_with_trajevolve_on_their_env():
                         ("trajevolve_webshop", "webshop")):
         cfg = compose_config([f"recipe={recipe}", "command=train"])
         assert (cfg.algorithm.name, cfg.env.name) == ("trajevolve", env)
-        assert cfg.algorithm.evolve is False and cfg.algorithm.discriminator is False
+        assert cfg.algorithm.evolve is True and cfg.algorithm.discriminator is False
         make_algorithm(cfg.algorithm)
+
+
+# ------------------------------------------------------------------------------------------------ evolution
+def _turn(text: str, ids: list[int], action: str | None, **info: object) -> Turn:
+    return Turn([1], ids, [0.0] * len(ids), [False] * len(ids), text, action, action is not None, 0.0, 0.0, "s", "o",
+                info=dict(info))
+
+
+def test_compose_response_keeps_the_engine_reasoning_ids_and_refuses_what_it_cannot_use(tiny_tokenizer):
+    """The regenerated reasoning's ids, then the original action text (and EOS when the original ended with it);
+    refused: no </think>, a last token running past </think> into other text, another action, an empty reasoning."""
+    from agentforge.agent.prompts import prompt_for
+    from agentforge.algorithms.evolution import compose_response
+    from agentforge.types import Completion
+
+    tok, template = tiny_tokenizer, prompt_for("sokoban")
+    original_text = "<think>old reason</think><action>left</action>"
+    original = _turn(original_text, tok.encode(original_text, add_special_tokens=False) + [tok.eos_token_id], "left")
+
+    def completion(text: str) -> Completion:
+        return Completion(tok.encode(text, add_special_tokens=False), [0.0], text, "stop")
+
+    fresh = completion("<think>The box is left of me, so I push it left.</think>")
+    ids, text = compose_response(tok, template, fresh, original)
+    assert ids[: len(fresh.token_ids)] == fresh.token_ids and ids[-1] == tok.eos_token_id
+    assert text == fresh.text + "<action>left</action>"
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    assert compose_response(tok, template, completion("<think>no end"), original) is None
+    assert compose_response(tok, template, completion("<think></think>"), original) is None
+    # a last token running past </think> (SmolLM2 merges `><`): the engine's text stops at the stop string, its ids
+    # do not; kept when the extra characters start the action text, refused otherwise
+    merged = tok.encode("<think>ok</think><", add_special_tokens=False)
+    assert tok.decode(merged[-1:]) == "><"
+    ids, text = compose_response(tok, template, Completion(merged, [0.0], "<think>ok</think>", "stop"), original)
+    assert text == "<think>ok</think><action>left</action>" and ids[: len(merged)] == merged
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    stray = tok.encode("<think>ok</think>x", add_special_tokens=False)
+    assert compose_response(tok, template, Completion(stray, [0.0], "<think>ok</think>", "stop"), original) is None
+    sneaky = completion("<think>go</think><action>right</action><think>x</think>")
+    assert compose_response(tok, template, sneaky, original) is None
+    no_think = _turn("<action>left</action>", [5, 6], "left")
+    assert compose_response(tok, template, fresh, no_think) is None
+
+
+def test_branch_points():
+    """A win branches at its first redundant step; another episode at its first step not carried out (invalid or a
+    no-op) or called redundant; the prefix is what the env carried out before it."""
+    from agentforge.algorithms.evolution import branch_point, branch_prefix
+
+    win = Trajectory(Task("sokoban", 1), 0, [
+        _turn("", [1], "up", executed=True, necessity=NECESSARY),
+        _turn("", [1], None, executed=False, necessity=REDUNDANT),
+        _turn("", [1], "left", executed=True, necessity=REDUNDANT)], won=True)
+    assert branch_point(win) == 1 and branch_prefix(win, 1) == ["up"]
+    loss = Trajectory(Task("sokoban", 1), 1, [
+        _turn("", [1], "up", executed=True), _turn("", [1], "down", executed=True),
+        _turn("", [1], "left", executed=True, executable=False)], meta={"prefix": ["right"]})
+    assert branch_point(loss) == 2 and branch_prefix(loss, 2) == ["right", "up", "down"]
+    clean = Trajectory(Task("sokoban", 1), 2, [_turn("", [1], "up", executed=True)])
+    assert branch_point(clean) is None

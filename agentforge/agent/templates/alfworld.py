@@ -59,6 +59,11 @@ ALFWORLD = PROMPTS.register("alfworld")(
             "<action> </action>, for example <think>The apple may be in the fridge.</think>"
             "<action>go to fridge 1</action>"
         ),
+        think_only=(
+            "The action for the current step is already chosen: {action}. Reason step by step about the current "
+            "situation and why this action serves the task, inside <think> </think>; write only the reasoning and "
+            "stop after </think>."
+        ),
         few_shot=[
             {
                 "role": "user",

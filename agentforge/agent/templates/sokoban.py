@@ -19,6 +19,10 @@ SOKOBAN = PROMPTS.register("sokoban")(
             "for example <think>The box is right of me and the target is right of the box.</think>"
             "<action>right</action>"
         ),
+        think_only=(
+            "The move for this step is already chosen: {action}. Explain briefly inside <think> </think> why this "
+            "move helps push the box onto the target; write only the reasoning and stop after </think>."
+        ),
         few_shot=[
             {
                 "role": "user",

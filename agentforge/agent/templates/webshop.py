@@ -39,6 +39,11 @@ WEBSHOP = PROMPTS.register("webshop")(
             "First think briefly inside <think> </think>, then give exactly one action inside <action> </action>, "
             "for example <think>This product matches the instruction.</think><action>click[buy now]</action>"
         ),
+        think_only=(
+            "The action for this step is already chosen: {action}. Explain briefly inside <think> </think> why "
+            "it moves toward buying the product the instruction asks for; write only the reasoning and stop after "
+            "</think>."
+        ),
         few_shot=[
             {
                 "role": "user",

@@ -213,12 +213,14 @@ class AlfWorldEnv:
 
 def folder_game(path: Path) -> GameRecord:
     """A single real-format game (its folder or its `game.tw-pddl`) as a record."""
-    import json
+    from agentforge.envs.alfworld.gamefile import FIX
+    from agentforge.envs.data_errors import expect, read_json, record_errors
 
     game_file = path / "game.tw-pddl" if path.is_dir() else path
     traj_file = game_file.parent / "traj_data.json"
     if not game_file.exists() or not traj_file.exists():
         raise ConfigError(f"{path} is not an ALFWorld game: it needs game.tw-pddl and traj_data.json side by side")
-    traj = json.loads(traj_file.read_text())
-    return GameRecord(game_id=str(game_file.parent), split="", task_type=traj["task_type"],
-                      pddl_params=traj.get("pddl_params", {}), path=str(game_file))
+    traj = expect(read_json(traj_file, FIX), dict, traj_file, "the top level", FIX)
+    with record_errors(traj_file, "the trajectory", FIX):
+        return GameRecord(game_id=str(game_file.parent), split="", task_type=str(traj["task_type"]),
+                          pddl_params=dict(traj.get("pddl_params") or {}), path=str(game_file))

@@ -26,6 +26,7 @@ from typing import Any
 
 from agentforge.envs.alfworld.gamefile import FIX, SKIP_OPTION, GameFileError, read_game_data, text_problem
 from agentforge.envs.alfworld.task_types import TASK_TYPES, TASK_TYPES_BY_NAME
+from agentforge.envs.data_errors import data_error, expect, iter_jsonl, record_errors
 from agentforge.errors import ConfigError
 from agentforge.tasks import SPLIT_SEED_BASE
 from agentforge.types import Task
@@ -134,20 +135,28 @@ def write_bundle(records: Iterable[GameRecord], path: Path) -> int:
     return write_jsonl_gz((record.to_bundle_json() for record in records), path)
 
 
+REGENERATE_BUNDLE = ("regenerate the bundled games with `python envs/alfworld/generate_games.py` (or reinstall "
+                     "agentforge)")
+
+
 @cache
 def load_bundle(path: str, split: str) -> tuple[GameRecord, ...]:
+    """A bundled split's games; a truncated, corrupted or hand-edited bundle names its file, line and the fix."""
     if not Path(path).exists():
         raise ConfigError(f"no bundled ALFWorld games for split {split!r} at {path}; generate them with "
                           "envs/alfworld/generate_games.py")
     records = []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            row = json.loads(line)
+    for line, row in iter_jsonl(path, REGENERATE_BUNDLE):
+        with record_errors(path, f"line {line}", REGENERATE_BUNDLE):
             records.append(GameRecord(
-                game_id=row["game_id"], split=split, task_type=row["task_type"], pddl_params=row["pddl_params"],
-                task_desc=row["task_desc"], floor_plan=row.get("floor_plan"), pddl_problem=row["pddl_problem"],
-                walkthrough=tuple(row["walkthrough"]) if row.get("walkthrough") else None,
+                game_id=str(row["game_id"]), split=split, task_type=str(row["task_type"]),
+                pddl_params=dict(row["pddl_params"]), task_desc=str(row["task_desc"]),
+                floor_plan=row.get("floor_plan"),
+                pddl_problem=expect(row["pddl_problem"], str, path, f"line {line} pddl_problem", REGENERATE_BUNDLE),
+                walkthrough=tuple(str(a) for a in row["walkthrough"]) if row.get("walkthrough") else None,
             ))
+    if not records:
+        raise data_error(path, f"holds no games (split {split!r})", REGENERATE_BUNDLE)
     return tuple(records)
 
 

@@ -4,8 +4,6 @@ built by envs/build_alfworld_interventions.py."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -13,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.envs.alfworld.games import BUNDLED_DIR, write_jsonl_gz
+from agentforge.envs.data_errors import iter_jsonl, record_errors
 from agentforge.errors import ConfigError
 
 BUNDLED_CASES = BUNDLED_DIR / "interventions_valid_unseen.jsonl.gz"
@@ -65,16 +64,13 @@ def write_cases(cases: Iterable[InterventionCase], path: Path) -> int:
 
 @cache
 def _read_cases(path: str) -> tuple[InterventionCase, ...]:
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-        cases = tuple(InterventionCase.from_json(row) for row in rows)
-    except (OSError, json.JSONDecodeError, TypeError) as err:
-        raise ConfigError(f"cannot read intervention cases from {path} ({err}); {BUILD_HINT}") from err
+    cases = []
+    for line, row in iter_jsonl(path, BUILD_HINT):
+        with record_errors(path, f"line {line}", BUILD_HINT):
+            cases.append(InterventionCase.from_json(row))
     if not cases:
         raise ConfigError(f"the intervention case file {path} holds no cases; {BUILD_HINT}")
-    return cases
+    return tuple(cases)
 
 
 def load_cases(cases: str | Sequence[InterventionCase] = "bundled") -> list[InterventionCase]:

@@ -11,15 +11,25 @@ Loaded once per process (per folder) and shared by every env, like the BM25 inde
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentforge.envs.data_errors import data_error, expect, iter_jsonl, record_errors
 from agentforge.errors import ConfigError
 
 BUNDLED_DATA_DIR = Path(__file__).resolve().parent / "data"
+REGENERATE = "regenerate the bundled data with `python envs/search_qa/generate_kb.py`"
+FORMAT_HINT = ('corpus lines are {"id", "contents": "\\"<title>\\"\\n<text>"}, question lines {"question", '
+               '"golden_answers": [...]}')
+
+
+def fix_for(path: Path) -> str:
+    """What to do about a broken file: regenerate a bundled one, fix a user's one."""
+    if path.resolve().parent == BUNDLED_DATA_DIR:
+        return f"{REGENERATE} (or reinstall agentforge)"
+    return f"fix the line or the file ({FORMAT_HINT}), or set env.data_dir=null for the bundled data"
 SPLIT_FILE_NAMES = {"train": ("train",), "eval": ("eval", "dev", "validation", "val"), "test": ("test",)}
 
 
@@ -74,21 +84,12 @@ def _passage(row: dict[str, Any], line: int, path: Path) -> Passage:
     elif "text" in row:
         title, text = str(row.get("title", "")), str(row["text"]).strip()
     else:
-        raise ConfigError(f"{path} line {line} has neither `contents` nor `text`; corpus lines need "
-                          '{"id": ..., "contents": "\\"<title>\\"\\n<text>"}')
+        raise data_error(path, f"line {line} has neither `contents` nor `text`", fix_for(path))
     return Passage(str(row.get("id", line - 1)), title, text)
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ConfigError(f"{path} line {line_no} is not JSON ({err})") from err
-    return rows
+def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    return list(iter_jsonl(path, fix_for(path)))
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:
@@ -98,39 +99,49 @@ def _read_parquet(path: Path) -> list[dict[str, Any]]:
         return pq.read_table(path).to_pylist()
     except ImportError:
         pass
+    except Exception as err:  # pyarrow's ArrowInvalid and friends: a truncated or non-parquet file
+        raise data_error(path, f"is not a readable parquet file ({type(err).__name__}: {err})", fix_for(path)) from None
     try:
         import pandas as pd
     except ImportError as err:
         raise ConfigError(f"reading {path} needs pyarrow or pandas: pip install pyarrow (or convert it to "
                           "JSONL)") from err
-    return pd.read_parquet(path).to_dict(orient="records")
+    try:
+        return pd.read_parquet(path).to_dict(orient="records")
+    except Exception as err:
+        raise data_error(path, f"is not a readable parquet file ({type(err).__name__}: {err})", fix_for(path)) from None
 
 
-def _answers(row: dict[str, Any], where: str) -> tuple[str, ...]:
+def _answers(row: dict[str, Any], where: str, path: Path) -> tuple[str, ...]:
     value = row.get("golden_answers", row.get("answers", row.get("answer")))
     if value is None:
         value = ((row.get("reward_model") or {}).get("ground_truth") or {}).get("target")
     if value is None:
-        raise ConfigError(f"{where} has no `golden_answers` (or answers/answer/reward_model.ground_truth.target)")
-    if isinstance(value, str):
-        return (value,)
-    answers = tuple(str(v) for v in value)
+        raise data_error(path, f"{where} has no `golden_answers` (or answers/answer/reward_model.ground_truth.target)",
+                         fix_for(path))
+    if isinstance(value, str | int | float):
+        return (str(value),)
+    answers = tuple(str(v) for v in expect(value, (list, tuple), path, f"{where} `golden_answers`", fix_for(path)))
     if not answers:
-        raise ConfigError(f"{where} has an empty `golden_answers` list")
+        raise data_error(path, f"{where} has an empty `golden_answers` list", fix_for(path))
     return answers
 
 
-def _question(row: dict[str, Any], index: int, split: str, path: Path) -> Question:
-    where = f"{path} row {index}"
+def _question(row: dict[str, Any], index: int, split: str, where: str, path: Path) -> Question:
     if "question" not in row:
-        raise ConfigError(f"{where} has no `question` field")
+        raise data_error(path, f"{where} has no `question` field", fix_for(path))
+    question = expect(row["question"], str, path, f"{where} `question`", fix_for(path)).strip()
+    if not question:
+        raise data_error(path, f"{where} has an empty `question`", fix_for(path))
+    lists = {key: expect(row.get(key) or [], (list, tuple), path, f"{where} `{key}`", fix_for(path))
+             for key in ("supporting_ids", "expert_queries")}
     return Question(
         id=str(row.get("id", f"{split}-{index}")),
-        question=str(row["question"]).strip(),
-        golden_answers=_answers(row, where),
+        question=question,
+        golden_answers=_answers(row, where, path),
         hops=int(row.get("hops") or 0),
-        supporting_ids=tuple(str(s) for s in row.get("supporting_ids") or ()),
-        expert_queries=tuple(str(s) for s in row.get("expert_queries") or ()),
+        supporting_ids=tuple(str(s) for s in lists["supporting_ids"]),
+        expert_queries=tuple(str(s) for s in lists["expert_queries"]),
     )
 
 
@@ -154,9 +165,12 @@ def load_corpus(data_dir: str | Path | None = None, corpus_file: str = "corpus.j
             if not path.is_file():
                 raise ConfigError(f"search_qa corpus {path} not found; set env.corpus_file to the corpus JSONL in "
                                   "env.data_dir")
-            passages = [_passage(row, i, path) for i, row in enumerate(_read_jsonl(path), start=1)]
+            passages = []
+            for line, row in _read_jsonl(path):
+                with record_errors(path, f"line {line}", fix_for(path)):
+                    passages.append(_passage(row, line, path))
             if not passages:
-                raise ConfigError(f"search_qa corpus {path} is empty")
+                raise data_error(path, "holds no passages (search_qa corpus)", fix_for(path))
             _CACHE[key] = Corpus(passages, path)
         return _CACHE[key]
 
@@ -173,9 +187,15 @@ def load_questions(split: str, data_dir: str | Path | None = None) -> list[Quest
             if path is None:
                 raise ConfigError(f"no {split} questions in {folder}; expected one of "
                                   f"{', '.join(p.name for p in candidates)}")
-            rows = _read_jsonl(path) if path.suffix == ".jsonl" else _read_parquet(path)
-            questions = [_question(row, i, split, path) for i, row in enumerate(rows)]
+            if path.suffix == ".jsonl":
+                rows = [(f"line {line}", row) for line, row in _read_jsonl(path)]
+            else:
+                rows = [(f"row {i}", row) for i, row in enumerate(_read_parquet(path))]
+            questions = []
+            for index, (where, row) in enumerate(rows):
+                with record_errors(path, where, fix_for(path)):
+                    questions.append(_question(row, index, split, where, path))
             if not questions:
-                raise ConfigError(f"{path} holds no questions")
+                raise data_error(path, "holds no questions", fix_for(path))
             _CACHE[key] = questions
         return _CACHE[key]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentforge.envs.base import ENVS, EXECUTABLE
+from agentforge.envs.base import ENVS, EXECUTABLE, echo
 from agentforge.envs.search_qa.answer import exact_match
 from agentforge.envs.search_qa.data import Corpus, Passage, Question, load_corpus, load_questions
 from agentforge.errors import ConfigError
@@ -34,7 +34,8 @@ def parse_action(action: str) -> tuple[str, str] | None:
     match = _ACTION.match(action) if isinstance(action, str) else None
     if match is None:
         return None
-    return match.group(1).lower(), " ".join(match.group(2).split())
+    # casefold, not lower: `ſearch` matches the pattern (IGNORECASE) but lowers to itself, and was read as an answer
+    return match.group(1).casefold(), " ".join(match.group(2).split())
 
 
 @ENVS.register("search_qa")
@@ -83,7 +84,7 @@ class SearchQAEnv:
         reward, won = 0.0, False
         if parsed is None or not parsed[1]:
             info.update({"invalid_action": True, EXECUTABLE: False,
-                         "error": f"{action!r} is not an action; {ACTION_HELP}"})
+                         "error": f"{echo(repr(action))} is not an action; {ACTION_HELP}"})
             text = f"Question: {question.question}\nInvalid action: {ACTION_HELP}."
         elif parsed[0] == "search":
             self.retrieved = self.corpus.search(parsed[1], self.top_k)
@@ -97,7 +98,7 @@ class SearchQAEnv:
             self.done = True
             info.update(action="answer", answer=parsed[1], golden_answers=list(question.golden_answers),
                         em=won, task_score=reward)
-            text = f"Question: {question.question}\nYour answer: {parsed[1]}"
+            text = f"Question: {question.question}\nYour answer: {echo(parsed[1])}"
         if not self.done and self.turns_taken >= self.max_turns:
             self.done = True
             info.update(truncated=True, em=False, task_score=0.0)

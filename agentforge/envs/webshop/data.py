@@ -25,7 +25,6 @@ unseeded), so rewards are reproducible.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentforge.envs.data_errors import data_error, expect, read_json, record_errors
 from agentforge.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -52,6 +52,15 @@ TEST_GOALS, EVAL_GOALS = 500, 200  # the generated catalog's split
 ORIGINAL_TEST_END, ORIGINAL_EVAL_END = 500, 1500  # the original's goal ranges for real data
 SPLITS = ("train", "eval", "test")
 SPLIT_SCHEMES = ("original", "verl-agent")
+REGENERATE = "regenerate the bundled catalog with `python envs/webshop/generate_catalog.py`"
+
+
+def fix_for(path: Path) -> str:
+    """What to do about a broken catalog file: regenerate a bundled one, replace a user's one."""
+    if path.resolve().parent == BUNDLED_DATA_DIR:
+        return f"{REGENERATE} (or reinstall agentforge)"
+    return ("fix it or download the WebShop data again (envs/webshop/README.md lists the files and their format), "
+            "or set env.data_dir=null for the bundled catalog")
 
 
 @dataclass(frozen=True)
@@ -146,11 +155,9 @@ def _find(folder: Path, names: tuple[str, ...], what: str) -> Path:
     )
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path} is not valid JSON ({err}); regenerate it or fix the file") from err
+def _read_json(path: Path, kind: type) -> Any:
+    """A catalog file's JSON, checked to be the list or object its format has."""
+    return expect(read_json(path, fix_for(path)), kind, path, "the top level", fix_for(path))
 
 
 def parse_pricing(pricing: Any) -> list[float]:
@@ -267,24 +274,37 @@ def load_catalog(data_dir: str | Path | None = None, num_products: int | None = 
 
 
 def _load(folder: Path, num_products: int | None) -> Catalog:
-    raw_products = _read_json(_find(folder, PRODUCT_FILES, "products (items_shuffle)"))
-    attributes = _read_json(_find(folder, ATTRIBUTE_FILES, "attributes (items_ins_v2)"))
-    human = _read_json(_find(folder, (HUMAN_GOALS_FILE,), "human instructions"))
+    products_path = _find(folder, PRODUCT_FILES, "products (items_shuffle)")
+    attributes_path = _find(folder, ATTRIBUTE_FILES, "attributes (items_ins_v2)")
+    human_path = _find(folder, (HUMAN_GOALS_FILE,), "human instructions")
+    raw_products = _read_json(products_path, list)
+    attributes = _read_json(attributes_path, dict)
+    human = _read_json(human_path, dict)
     if num_products is not None:
         raw_products = raw_products[:num_products]
     products, seen = [], set()
-    for raw in raw_products:
-        asin = str(raw.get("asin", ""))
+    for index, raw in enumerate(raw_products):
+        where = f"product {index}"
+        asin = str(expect(raw, dict, products_path, where, fix_for(products_path)).get("asin", ""))
         if not asin or asin == "nan" or len(asin) > 10 or asin in seen:
             continue
         seen.add(asin)
-        products.append(_product(raw, attributes))
+        with record_errors(products_path, f"{where} (asin {asin})", fix_for(products_path)):
+            expect(attributes.get(asin, {}), dict, attributes_path, f"the entry of {asin}", fix_for(attributes_path))
+            products.append(_product(raw, attributes))
     if not products:
-        raise ConfigError(f"no products could be read from {folder}; check the items_shuffle file")
+        raise data_error(products_path, "holds no product with an asin", fix_for(products_path))
     lexicon_path = folder / NOUN_LEXICON_FILE
-    nouns = frozenset(w.lower() for w in _read_json(lexicon_path)) if lexicon_path.is_file() else None
-    goals = build_goals(products, human)
+    nouns = None
+    if lexicon_path.is_file():
+        with record_errors(lexicon_path, "a word", fix_for(lexicon_path)):
+            nouns = frozenset(w.lower() for w in _read_json(lexicon_path, list))
+    with record_errors(human_path, "an instruction", fix_for(human_path)):
+        for asin, instructions in human.items():
+            for ins in expect(instructions, list, human_path, f"the entry of {asin}", fix_for(human_path)):
+                expect(ins, dict, human_path, f"an instruction of {asin}", fix_for(human_path))
+        goals = build_goals(products, human)
     if not goals:
-        raise ConfigError(f"{folder / HUMAN_GOALS_FILE} gives no goal for the loaded products (each needs an "
-                          "instruction with instruction_attributes)")
+        raise data_error(human_path, "gives no goal for the loaded products (each needs an instruction with "
+                         "instruction_attributes)", fix_for(human_path))
     return Catalog(products=products, goals=goals, nouns=nouns, source=folder, generated=nouns is not None)

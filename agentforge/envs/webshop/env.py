@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentforge.envs.base import ENVS, EXECUTABLE
+from agentforge.envs.base import ENVS, EXECUTABLE, echo
 from agentforge.envs.webshop.data import SPLIT_SCHEMES, Catalog, Goal, Product, load_catalog
 from agentforge.envs.webshop.pages import (
     BACK_TO_SEARCH,
@@ -53,7 +53,8 @@ def parse_action(action: str) -> tuple[str, str] | None:
     match = _ACTION.match(action) if isinstance(action, str) else None
     if match is None:
         return None
-    return match.group(1).lower(), " ".join(match.group(2).lower().split())
+    # casefold the kind: `ſearch` matches the pattern (IGNORECASE) but lowers to itself, and was read as a click
+    return match.group(1).casefold(), " ".join(match.group(2).lower().split())
 
 
 def goal_index(task: Task, split_size: int) -> int:
@@ -112,7 +113,7 @@ class WebShopEnv:
         self.steps_taken += 1
         parsed = parse_action(action)
         error = self._act(parsed) if parsed is not None else (
-            f"{action!r} is not an action; write search[<query>] or click[<button>]")
+            f"{echo(repr(action))} is not an action; write search[<query>] or click[<button>]")
         info: dict[str, Any] = {"steps": self.steps_taken, "page": self.page.name, "invalid_action": bool(error),
                                 EXECUTABLE: not error}
         reward, won = 0.0, False
@@ -169,7 +170,7 @@ class WebShopEnv:
             return ""
         if arg not in self.page.clickables:
             offered = ", ".join(self.page.clickables) or "nothing (use search[<query>])"
-            return f"click[{arg}] is not on this page; clickable: {offered}"
+            return f"click[{echo(arg)}] is not on this page; clickable: {offered}"
         self._click(arg)
         return ""
 
