@@ -47,3 +47,24 @@ def tiny_train_config(tmp_path: Path) -> Any:
         return compose_config([f"recipe={recipe}", *TINY_TRAIN, *overrides], run_dir=str(tmp_path / "run"))
 
     return make
+
+
+@pytest.fixture(scope="module")
+def ray_with_module_classes(request: pytest.FixtureRequest) -> Any:
+    """A Ray runtime (started here unless one runs) whose actors can load env classes defined in the requesting test
+    module: the actors cannot import a test module, so it is shipped by value."""
+    import sys
+
+    import ray
+    from ray import cloudpickle
+
+    from agentforge.envs.pool import ensure_ray
+
+    module = sys.modules[request.module.__name__]
+    cloudpickle.register_pickle_by_value(module)
+    started = not ray.is_initialized()
+    ensure_ray(num_cpus=2)
+    yield
+    cloudpickle.unregister_pickle_by_value(module)
+    if started:
+        ray.shutdown()

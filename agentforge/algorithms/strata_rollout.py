@@ -42,6 +42,7 @@ from agentforge.algorithms.strategy_selection import (
 )
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.metrics import ratio
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
 from agentforge.types import Completion, LossRole, Span, Task
 
@@ -286,10 +287,10 @@ class StraTAHooks(RolloutHooks):
         out = {
             "strata/strategies": c["strategies"],
             "strata/strategy_candidates": c["strategy_candidates"],
-            "strata/strategy_tokens_mean": _ratio(c["strategy_tokens_sum"], c["strategies"]),
-            "strata/strategy_truncated_fraction": _ratio(c["strategy_truncated"], c["strategies"]),
-            "strata/strategy_format_failure_fraction": _ratio(c["strategy_format_failures"], c["strategies"]),
-            "strata/strategy_distinct_fraction": _ratio(c["distinct_strategy_fraction_sum"], c["tasks"]),
+            "strata/strategy_tokens_mean": ratio(c["strategy_tokens_sum"], c["strategies"]),
+            "strata/strategy_truncated_fraction": ratio(c["strategy_truncated"], c["strategies"]),
+            "strata/strategy_format_failure_fraction": ratio(c["strategy_format_failures"], c["strategies"]),
+            "strata/strategy_distinct_fraction": ratio(c["distinct_strategy_fraction_sum"], c["tasks"]),
         }
         if c["strategy_notes_shortened"]:
             out["strata/strategy_notes_shortened"] = c["strategy_notes_shortened"]
@@ -300,28 +301,25 @@ class StraTAHooks(RolloutHooks):
                 "strata/embed_seconds": c["embed_seconds"],
             })
         if c["strategy_candidates"] > c["strategies"]:
-            out["strata/selection_ms_per_task"] = _ratio(c["selection_ms_sum"], c["tasks"])
+            out["strata/selection_ms_per_task"] = ratio(c["selection_ms_sum"], c["tasks"])
         if self.options.hierarchical and self.options.judgment:
             out.update({
                 "strata/judged_episodes": c["judged"],
-                "strata/judgment_flag_rate": _ratio(c["flagged_steps"], c["judged_steps"]),
+                "strata/judgment_flag_rate": ratio(c["flagged_steps"], c["judged_steps"]),
                 "strata/judgment_parse_failures": c["judgment_parse_failures"],
-                "strata/judgment_parse_failure_rate": _ratio(c["judgment_parse_failures"], c["judged"]),
+                "strata/judgment_parse_failure_rate": ratio(c["judgment_parse_failures"], c["judged"]),
                 "strata/judgment_out_of_range": c["judgment_out_of_range"],
                 "strata/judgment_skipped": c["judgment_skipped"],
-                "strata/judgment_tokens_mean": _ratio(c["judgment_tokens_sum"], c["judged"]),
+                "strata/judgment_tokens_mean": ratio(c["judgment_tokens_sum"], c["judged"]),
             })
         if self.options.hierarchical and self.options.judgment and self.options.judge_replay_agreement:
             out.update({
                 "strata/replay_labelled_steps": c["replay_labelled_steps"],
-                "strata/replay_redundant_fraction": _ratio(c["replay_redundant_steps"], c["replay_labelled_steps"]),
-                "strata/judgment_replay_agreement": _ratio(c["replay_agreeing_steps"], c["replay_labelled_steps"]),
+                "strata/replay_redundant_fraction": ratio(c["replay_redundant_steps"], c["replay_labelled_steps"]),
+                "strata/judgment_replay_agreement": ratio(c["replay_agreeing_steps"], c["replay_labelled_steps"]),
                 "strata/replay_label_failures": c["replay_label_failures"],
                 "strata/replays": c["replays"],
             })
         return {k: float(v) for k, v in out.items()}
 
-
-def _ratio(a: float, b: float) -> float:
-    return float(a) / b if b else 0.0
 

@@ -44,6 +44,7 @@ from agentforge.algorithms.necessity import (
 )
 from agentforge.envs.replay import ReplayResult
 from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.metrics import ratio
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
 from agentforge.types import Observation, Task, Trajectory
 
@@ -188,41 +189,38 @@ class TrajEvolveHooks(RolloutHooks):
             return {}
         out = {
             "trajevolve/steps_mean": c["steps"] / c["episodes"],
-            "trajevolve/success_steps_mean": _ratio(c["won_steps"], c["won"]),
+            "trajevolve/success_steps_mean": ratio(c["won_steps"], c["won"]),
         }
         if self.options.label:
             out.update({
                 "trajevolve/labelled_trajectories": c["labelled"],
-                "trajevolve/redundant_step_fraction": _ratio(c["redundant_steps"], c["labelled_steps"]),
+                "trajevolve/redundant_step_fraction": ratio(c["redundant_steps"], c["labelled_steps"]),
                 "trajevolve/replays": c["replays"],
-                "trajevolve/replays_per_trajectory": _ratio(c["replays"], c["label_attempts"]),
+                "trajevolve/replays_per_trajectory": ratio(c["replays"], c["label_attempts"]),
                 "trajevolve/diverged_trajectories": c["diverged"],
             })
         if self.options.discriminate:
             out.update({
-                "trajevolve/discriminator_accuracy": _ratio(c["disc_correct"], c["disc_steps"]),
-                "trajevolve/discriminator_necessary_accuracy": _ratio(c["disc_necessary_correct"],
+                "trajevolve/discriminator_accuracy": ratio(c["disc_correct"], c["disc_steps"]),
+                "trajevolve/discriminator_necessary_accuracy": ratio(c["disc_necessary_correct"],
                                                                       c["disc_necessary"]),
-                "trajevolve/discriminator_redundant_accuracy": _ratio(c["disc_redundant_correct"],
+                "trajevolve/discriminator_redundant_accuracy": ratio(c["disc_redundant_correct"],
                                                                       c["disc_redundant"]),
                 "trajevolve/discriminator_scored_steps": c["disc_steps"],
                 "trajevolve/discriminator_trained_steps": c["disc_trained_steps"],
                 "trajevolve/discriminator_labelled_trajectories": c["disc_labelled_trajectories"],
-                "trajevolve/discriminator_redundant_fraction": _ratio(c["disc_redundant_steps"],
+                "trajevolve/discriminator_redundant_fraction": ratio(c["disc_redundant_steps"],
                                                                       c["disc_labelled_steps"]),
             })
         if self.options.label and self.options.verify_pruned:
             out["trajevolve/pruned_trajectories"] = c["pruned"]
-            out["trajevolve/pruned_win_rate"] = _ratio(c["pruned_wins"], c["pruned"])
+            out["trajevolve/pruned_win_rate"] = ratio(c["pruned_wins"], c["pruned"])
         if self.options.evolution is not None:
             for key in ("evolved_pruned", "evolved_branched", "evolved_won", "prune_candidates", "branch_candidates",
                         "branch_at_start", "reasoning_regenerated", "reasoning_kept", "branch_turns"):
                 out[f"trajevolve/{key}"] = c[key]
             out["trajevolve/evolved_samples"] = c["evolved_pruned"] + c["evolved_branched"]
-            out["trajevolve/reasoning_regenerated_fraction"] = _ratio(
+            out["trajevolve/reasoning_regenerated_fraction"] = ratio(
                 c["reasoning_regenerated"], c["reasoning_regenerated"] + c["reasoning_kept"])
         return {k: float(v) for k, v in out.items()}
 
-
-def _ratio(a: float, b: float) -> float:
-    return float(a) / b if b else 0.0

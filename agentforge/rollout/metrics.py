@@ -6,7 +6,8 @@ from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Group
 
 
-def _ratio(numerator: float, denominator: float) -> float:
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, 0 for an empty denominator (a count of nothing)."""
     return float(numerator) / denominator if denominator else 0.0
 
 
@@ -20,23 +21,23 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
     turns = sum(t.length for t in trajectories)
     summary = {
         "episodes": len(trajectories),
-        "success_rate": _ratio(sum(t.won for t in trajectories), len(trajectories)),
-        "mean_return": _ratio(sum(t.episode_return for t in trajectories), len(trajectories)),
-        "mean_turns": _ratio(turns, len(trajectories)),
-        "mean_success_length": _ratio(sum(t.length for t in trajectories if t.won), sum(t.won for t in trajectories)),
-        "invalid_action_rate": _ratio(sum(t.invalid_turns for t in trajectories), turns),
+        "success_rate": ratio(sum(t.won for t in trajectories), len(trajectories)),
+        "mean_return": ratio(sum(t.episode_return for t in trajectories), len(trajectories)),
+        "mean_turns": ratio(turns, len(trajectories)),
+        "mean_success_length": ratio(sum(t.length for t in trajectories if t.won), sum(t.won for t in trajectories)),
+        "invalid_action_rate": ratio(sum(t.invalid_turns for t in trajectories), turns),
         # efficiency (T2PO's report, for every algorithm): the kept turns' generated tokens of a successful
         # trajectory, thinking tokens per turn, turns with forced tokens (T2PO: TTI fired), regenerations per turn
-        "tokens_per_success": _ratio(sum(t.response_tokens for t in trajectories if t.won),
+        "tokens_per_success": ratio(sum(t.response_tokens for t in trajectories if t.won),
                                      sum(t.won for t in trajectories)),
-        "think_tokens_per_turn": _ratio(sum(turn.info.get("think_tokens", 0) for t in trajectories
+        "think_tokens_per_turn": ratio(sum(turn.info.get("think_tokens", 0) for t in trajectories
                                             for turn in t.turns), turns),
-        "forced_turn_rate": _ratio(sum(any(turn.forced_mask) for t in trajectories for turn in t.turns), turns),
-        "regeneration_rate": _ratio(stats.regenerated_turns, stats.turns),
+        "forced_turn_rate": ratio(sum(any(turn.forced_mask) for t in trajectories for turn in t.turns), turns),
+        "regeneration_rate": ratio(stats.regenerated_turns, stats.turns),
         "generated_tokens": stats.generated_tokens,
-        "generated_tokens_per_s": _ratio(stats.generated_tokens, stats.generate_seconds),
+        "generated_tokens_per_s": ratio(stats.generated_tokens, stats.generate_seconds),
         "env_steps": stats.env_steps,
-        "env_steps_per_s": _ratio(stats.env_steps, stats.env_seconds),
+        "env_steps_per_s": ratio(stats.env_steps, stats.env_seconds),
         "wall_seconds": stats.wall_seconds,
     }
     if not any(t.won for t in trajectories):  # means over no success are undefined, not 0: left out ("–" in tables)

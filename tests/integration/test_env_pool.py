@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import random
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool, ensure_ray, make_pool
+from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool, make_pool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv
 from agentforge.errors import ConfigError, EnvWorkerError
 from agentforge.types import Task
@@ -53,18 +51,8 @@ ENVS.register("crashing_sokoban_test")(CrashingSokoban)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_runtime() -> Iterator[None]:
-    import ray
-    from ray import cloudpickle
-
-    # the actors cannot import this test module: ship the crashing env class by value
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    ensure_ray(num_cpus=2)
-    yield
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    if started:
-        ray.shutdown()
+def ray_runtime(ray_with_module_classes: None) -> None:
+    """Every test here runs on Ray, with this module's env classes shipped to the actors."""
 
 
 def tasks() -> list[Task]:

@@ -8,9 +8,7 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import psutil
 import pytest
 
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
+from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv
 from agentforge.errors import EnvWorkerError
 from agentforge.types import Task
@@ -65,17 +63,8 @@ ENVS.register("faulty_sokoban_test")(FaultySokoban)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_runtime() -> Iterator[None]:
-    import ray
-    from ray import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    ensure_ray(num_cpus=2)
-    yield
-    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-    if started:
-        ray.shutdown()
+def ray_runtime(ray_with_module_classes: None) -> None:
+    """Every test here runs on Ray, with this module's env classes shipped to the actors."""
 
 
 def tasks() -> list[Task]:
