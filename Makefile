@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/learner_step.py
 	$(BIN)/python benchmarks/vs_trl.py
 	$(BIN)/python benchmarks/t2po_tti.py
+	$(BIN)/python benchmarks/strata_selection.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache

@@ -15,7 +15,7 @@ import hydra
 from omegaconf import DictConfig
 
 from agentforge.config import recipe_file_override, register_recipes
-from agentforge.errors import AgentforgeError
+from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.hardware import resolve_config_dtypes
 from agentforge.training.interrupt import EXIT_STATUS, interrupt_guard
 
@@ -248,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
             return 2
         flags, overrides = split_hydra_args(rest)
+        contradicting = [o for o in overrides if o.lstrip("+~").startswith("command=") and o != f"command={command}"]
+        if contradicting:
+            raise ConfigError(f"`{contradicting[0]}` contradicts the command `agentforge {command}`: the command "
+                              "word sets it; drop the override")
         overrides, recipe_files = recipe_file_override(overrides)
         register_recipes(recipe_files)
         sys.argv = [f"agentforge {command}", *flags, f"command={command}", *overrides]

@@ -125,12 +125,10 @@ def evolve(episodes: Sequence[Episode], pruned: dict[int, ReplayResult], ctx: Ro
                     if chosen < options.max_per_group:
                         branch_jobs.append((group, episode.trajectory, prefix))
                         chosen += 1
-    out = [Evolved(g, t) for g, t in zip((j[0] for j in prune_jobs),
-                                        build_pruned(ctx, [(t, r) for _, t, r in prune_jobs], options, counts),
-                                        strict=True)]
-    out += [Evolved(g, t) for g, t in zip((j[0] for j in branch_jobs),
-                                         build_branched(ctx, [(t, p) for _, t, p in branch_jobs], counts),
-                                         strict=True)]
+    pruned_samples = build_pruned(ctx, [(t, r) for _, t, r in prune_jobs], options, counts)
+    branched_samples = build_branched(ctx, [(t, p) for _, t, p in branch_jobs], counts)
+    groups = [job[0] for job in prune_jobs] + [job[0] for job in branch_jobs]
+    out = [Evolved(g, t) for g, t in zip(groups, [*pruned_samples, *branched_samples], strict=True)]
     counts["evolved_pruned"] += len(prune_jobs)
     counts["evolved_branched"] += len(branch_jobs)
     counts["evolved_won"] += sum(e.trajectory.won for e in out)

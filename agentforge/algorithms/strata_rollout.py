@@ -265,6 +265,7 @@ class StraTAHooks(RolloutHooks):
             numbers = range(1, trajectory.length + 1)
             self._counts["replay_labelled_steps"] += trajectory.length
             self._counts["replay_agreeing_steps"] += sum((n in flagged) == (n in redundant) for n in numbers)
+            self._counts["replay_flagged_steps"] += sum(n in flagged for n in numbers)
             self._counts["replay_redundant_steps"] += len(labels)
             self._counts["replays"] += result.replays
 
@@ -315,11 +316,18 @@ class StraTAHooks(RolloutHooks):
         if self.options.hierarchical and self.options.judgment and self.options.judge_replay_agreement:
             out.update({
                 "strata/replay_labelled_steps": c["replay_labelled_steps"],
-                "strata/replay_redundant_fraction": ratio(c["replay_redundant_steps"], c["replay_labelled_steps"]),
-                "strata/judgment_replay_agreement": ratio(c["replay_agreeing_steps"], c["replay_labelled_steps"]),
                 "strata/replay_label_failures": c["replay_label_failures"],
                 "strata/replays": c["replays"],
             })
+            if c["replay_labelled_steps"]:  # no won, parsed episode: no agreement to report (not a 0)
+                out.update(replay_agreement_metrics(c["replay_labelled_steps"], c["replay_redundant_steps"],
+                                                    c["replay_flagged_steps"], c["replay_agreeing_steps"]))
         return {k: float(v) for k, v in out.items()}
 
 
+def replay_agreement_metrics(labelled: float, redundant: float, flagged: float, agreeing: float) -> dict[str, float]:
+    """The judgment's agreement with the replay labels over `labelled` steps, and the agreement flags at the same
+    rate but at random would reach in expectation (f·r + (1 − f)(1 − r)): the bar the judgment has to clear."""
+    r, f = redundant / labelled, flagged / labelled
+    return {"strata/replay_redundant_fraction": r, "strata/judgment_replay_agreement": agreeing / labelled,
+            "strata/judgment_replay_agreement_chance": f * r + (1 - f) * (1 - r)}

@@ -30,10 +30,18 @@ DPP_SCALE = 1e3
 BASE_COLUMNS = (("success", "eval/success_rate"), ("return", "eval/mean_return"),
                 ("succ. len", "eval/mean_success_length"), ("tok/succ.", "eval/tokens_per_success"),
                 ("think tok/turn", "eval/think_tokens_per_turn"), ("forced turns", "eval/forced_turn_rate"),
-                ("regen./turn (train)", "train/regeneration_rate"))
+                ("regen./turn (train)", "train/regeneration_rate"),
+                ("flagged steps (train)", "train/strata/judgment_flag_rate"),
+                ("judgment unparsed (train)", "train/strata/judgment_parse_failure_rate"),
+                ("strategy cos. kept (train)", "train/strata/strategy_cosine_chosen"),
+                ("strategy cos. all (train)", "train/strata/strategy_cosine_candidates"))
 # shown only where some job has a non-zero value (T2PO's TTI and TDS; 0 for every other algorithm)
 NONZERO_COLUMNS = ("eval/forced_turn_rate", "train/regeneration_rate")
-TRAIN_KEYS = ("train/regeneration_rate",)  # training metrics of the eval's iteration that the table reports
+# training metrics the table reports as their mean over the run's iterations (up to the reported eval): T2PO's
+# regeneration rate, StraTA's self-judgment and strategy diversity (what a κ or σ sweep changes)
+TRAIN_KEYS = ("train/regeneration_rate", "train/strata/judgment_flag_rate",
+              "train/strata/judgment_parse_failure_rate", "train/strata/strategy_cosine_chosen",
+              "train/strata/strategy_cosine_candidates")
 
 
 @dataclass
@@ -136,8 +144,9 @@ def read_job(path: Path, now: float | None = None) -> Job:
     iterations = (config.get("trainer") or {}).get("iterations") if isinstance(config, dict) else None
     job = Job(path=path, overrides=overrides, status="running", config=config if isinstance(config, dict) else {},
               iterations=int(iterations) if isinstance(iterations, int) else None)
-    rows = [r for r in read_metrics(path / "metrics.jsonl") if "eval/success_rate" in r]
-    train = {k: v for k, v in _numeric(rows[-1]).items() if k in TRAIN_KEYS} if rows else {}
+    all_rows = read_metrics(path / "metrics.jsonl")
+    rows = [r for r in all_rows if "eval/success_rate" in r]
+    train = train_means(all_rows, int(rows[-1].get("iteration", 0)) if rows else None)
     if rows:
         job.iteration = int(rows[-1].get("iteration", 0))
         job.metrics = {k: v for k, v in _numeric(rows[-1]).items() if k.startswith("eval/")} | train
@@ -161,6 +170,20 @@ def read_job(path: Path, now: float | None = None) -> Job:
         job.status = "failed"
         job.note = f"no summary and no activity for {idle / 60:.0f} min (killed or crashed)"
     return job
+
+
+def train_means(rows: list[dict[str, Any]], up_to: int | None) -> dict[str, float]:
+    """Each of TRAIN_KEYS as its mean over the logged iterations up to `up_to` (all when None; none without evals)."""
+    if up_to is None:
+        return {}
+    values: dict[str, list[float]] = {}
+    for row in rows:
+        if int(row.get("iteration", 0)) > up_to:
+            continue
+        for key, value in _numeric(row).items():
+            if key in TRAIN_KEYS and math.isfinite(value):
+                values.setdefault(key, []).append(value)
+    return {key: sum(v) / len(v) for key, v in values.items()}
 
 
 def _last_change(path: Path) -> float:

@@ -58,7 +58,7 @@ class Learner:
             raise AgentforgeError("the learner's Ray actors need a running Ray runtime: call "
                                   "agentforge.envs.pool.ensure_ray() (or ray.init(...)) first, or use in_process=True")
         n, cpus = self.config.num_ranks, self.config.num_cpus_per_rank
-        gpus = use_gpus if use_gpus is not None else ray.cluster_resources().get("GPU", 0) >= n
+        gpus = use_gpus if use_gpus is not None else ranks_use_gpus(ray.cluster_resources().get("GPU", 0), n)
         bundle = {"CPU": cpus, **({"GPU": 1} if gpus else {})}
         strategy = self.config.placement_strategy
         self._placement_group = placement_group([dict(bundle) for _ in range(n)], strategy=strategy)
@@ -189,6 +189,19 @@ def aggregate_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]
         if name in out:
             out[name] = max(m.get(name, 0.0) for m in per_rank)
     return out
+
+
+def ranks_use_gpus(cluster_gpus: float, num_ranks: int) -> bool:
+    """One GPU per rank when the cluster has enough; none on a CPU-only cluster. Fewer GPUs than ranks is refused:
+    training on the CPU while GPUs sit idle is never what a GPU cluster's user meant."""
+    if cluster_gpus >= num_ranks:
+        return True
+    if cluster_gpus > 0:
+        raise ConfigError(
+            f"learner.num_ranks={num_ranks} needs one GPU per rank but the Ray cluster has {cluster_gpus:g} GPU(s); "
+            f"set learner.num_ranks={int(cluster_gpus)} (or add GPUs), or hide the GPUs (CUDA_VISIBLE_DEVICES= / "
+            "`ray start --num-gpus=0`) to train on CPU ranks")
+    return False
 
 
 def _rendezvous_address(driver_ip: str) -> tuple[str, int]:

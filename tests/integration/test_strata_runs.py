@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from test_sweep_report import run_cli
 
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
@@ -21,10 +22,14 @@ from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig
+from tests.conftest import TINY_TRAIN
 
 pytestmark = pytest.mark.integration
 
 ENV_OPTIONS = {"dim_room": [6, 6], "num_boxes": 1, "max_steps": 20}
+# the trainer and `agentforge eval` runs: short enough for the tiny model's prompts
+SMALL_STRATA = ("trainer.warm_start=false", "agent.sampling.max_new_tokens=16", "algorithm.strategy_max_tokens=16",
+                "algorithm.judge_max_tokens=8")
 OPTIONS = {"name": "strata", "num_strategies": 2, "rollouts_per_strategy": 2, "sigma": 2, "strategy_max_tokens": 12,
            "judge_max_tokens": 10}
 
@@ -158,8 +163,7 @@ def test_one_training_iteration_of_the_sokoban_recipe(tmp_path, tiny_train_confi
     from agentforge.tracking.tracker import read_metrics
     from agentforge.training.trainer import Trainer
 
-    Trainer(tiny_train_config("strata_sokoban", "trainer.warm_start=false", "agent.sampling.max_new_tokens=16",
-                              "algorithm.strategy_max_tokens=16", "algorithm.judge_max_tokens=8")).fit()
+    Trainer(tiny_train_config("strata_sokoban", *SMALL_STRATA, "trainer.checkpoint_every=1")).fit()
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     row = next(r for r in rows if r["iteration"] == 1)
     for key in ("train/loss", "train/strata/judgment_flag_rate", "train/strata/judgment_parse_failures",
@@ -172,6 +176,17 @@ def test_one_training_iteration_of_the_sokoban_recipe(tmp_path, tiny_train_confi
     trajectory = samples[0]  # the first rollout of the first strategy of the first task
     assert "strategy" in trajectory["meta"] and "flagged_steps" in trajectory["meta"]
     assert [s["kind"] for s in trajectory["spans"]] == ["strategy", "judgment"]
+
+    # `agentforge eval` on the run's checkpoint: every episode writes its own strategy first, nothing is judged
+    out = tmp_path / "eval"
+    tiny = [o for o in TINY_TRAIN if o != "command=train"]
+    done = run_cli("eval", "recipe=strata_sokoban", *tiny, *SMALL_STRATA, f"checkpoint={tmp_path / 'run'}",
+                   "eval.num_tasks=1", "eval.samples_per_task=2", f"hydra.run.dir={out}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads((out / "eval.json").read_text())["checkpoint"]["iteration"] == 1
+    played = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(played) == 2 and [t["meta"]["strategy_index"] for t in played] == [0, 1]
+    assert all(t["meta"]["strategy"] and "flagged_steps" not in t["meta"] for t in played)
 
 
 def test_judgment_agreement_with_replay_necessity_labels():
@@ -201,6 +216,8 @@ def test_judgment_agreement_with_replay_necessity_labels():
     metrics = hooks.metrics()
     assert metrics["strata/replay_labelled_steps"] == len(turns)
     assert metrics["strata/judgment_replay_agreement"] == pytest.approx((len(turns) - 1) / len(turns))
+    f, r = 2 / len(turns), 1 / len(turns)  # 2 flagged, 1 redundant: what random flags at that rate would reach
+    assert metrics["strata/judgment_replay_agreement_chance"] == pytest.approx(f * r + (1 - f) * (1 - r))
 
 
 @pytest.mark.parametrize("recipe", ["strata_sokoban", "strata_webshop", "strata_alfworld", "strata_scienceworld"])

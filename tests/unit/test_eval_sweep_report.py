@@ -136,3 +136,29 @@ def test_efficiency_columns_and_t2po_rates(tmp_path):
     assert rows[1][header.index("tok/succ.")] == "41.000"
     quiet = build_report([read_job(root / "0")])  # a job where neither fired: no TTI/TDS columns
     assert "forced turns" not in quiet.header() and "regen./turn (train)" not in quiet.header()
+
+
+def test_strata_columns_are_run_means_of_training_metrics(tmp_path):
+    """A κ sweep's table shows what κ changes: StraTA's flag rate (and parse failures, strategy cosines) as the mean
+    over the iterations up to the reported eval, not one iteration's value; other algorithms get no such column."""
+    root = tmp_path / "multirun"
+    for number, (kappa, flags) in enumerate([(0.01, (0.1, 0.3)), (1.0, (0.0, 0.2))]):
+        metrics = eval_metrics(0.5, 0.1)
+        rows = [(1, {"train/strata/judgment_flag_rate": flags[0], "train/strata/strategy_cosine_chosen": 0.2}),
+                (2, {**metrics, "train/strata/judgment_flag_rate": flags[1],
+                     "train/strata/strategy_cosine_chosen": 0.4}),
+                (3, {"train/strata/judgment_flag_rate": 0.9})]  # after the last eval: left out
+        make_job(root, number, ["recipe=strata_sokoban", f"algorithm.kappa={kappa}"], rows,
+                 summary={"iteration": 2, **metrics})
+    report = build_report([read_job(p) for p in find_job_dirs([str(root)])])
+    header, rows = report.header(), report.rows()
+    assert report.swept == ["algorithm.kappa"]
+    flagged = header.index("flagged steps (train)")
+    assert [row[flagged] for row in rows] == ["0.200", "0.100"]
+    assert rows[0][header.index("strategy cos. kept (train)")] == "0.300"
+    assert "judgment unparsed (train)" not in header  # logged by no job
+
+
+def test_no_strata_columns_for_other_algorithms(sweep):
+    header = build_report([read_job(p) for p in find_job_dirs([str(sweep)])]).header()
+    assert not any("(train)" in column for column in header)

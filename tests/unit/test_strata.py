@@ -335,3 +335,20 @@ def test_kappa_sweep_overrides_compose():
     for kappa in (0.01, 0.1, 1.0):
         cfg = compose_config(["recipe=strata_alfworld", "command=train", f"algorithm.kappa={kappa}"])
         assert make_algorithm(cfg.algorithm).config.kappa == kappa
+
+
+def test_replay_agreement_is_reported_with_its_chance_level_and_never_as_zero_without_labels():
+    """70 % agreement means little when flags at random at the same rate would reach 73 %; an iteration without a
+    won, parsed episode has no labelled steps, so no agreement at all (a logged 0 would drag the run's mean)."""
+    from agentforge.algorithms.strata_rollout import StraTAHooks, StrategyRolloutOptions, replay_agreement_metrics
+
+    metrics = replay_agreement_metrics(labelled=10, redundant=1, flagged=2, agreeing=7)
+    assert metrics["strata/judgment_replay_agreement"] == pytest.approx(0.7)
+    assert metrics["strata/replay_redundant_fraction"] == pytest.approx(0.1)
+    assert metrics["strata/judgment_replay_agreement_chance"] == pytest.approx(0.2 * 0.1 + 0.8 * 0.9)
+    hooks = StraTAHooks(StrategyRolloutOptions(2, 2, 2, judgment=True, judge_replay_agreement=True))
+    hooks.plan([Task(env="sokoban", seed=0)], 4)
+    hooks._counts["judged"] += 4  # an iteration that judged episodes, none of them won
+    unlabelled = hooks.metrics()
+    assert unlabelled["strata/replay_labelled_steps"] == 0
+    assert "strata/judgment_replay_agreement" not in unlabelled and "strata/replay_redundant_fraction" not in unlabelled
