@@ -173,7 +173,7 @@ def read_job(path: Path, now: float | None = None) -> Job:
 
 
 def train_means(rows: list[dict[str, Any]], up_to: int | None) -> dict[str, float]:
-    """Each of TRAIN_KEYS as its mean over the logged iterations up to `up_to` (all when None; none without evals)."""
+    """Each of TRAIN_KEYS as its mean over the logged iterations up to `up_to` (the reported eval); none without one."""
     if up_to is None:
         return {}
     values: dict[str, list[float]] = {}
