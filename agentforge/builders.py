@@ -59,7 +59,17 @@ def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:
     if options.get("kv_cache_space_gb") == "auto":
         options["kv_cache_space_gb"] = workload_kv_cache_gb(cfg, spec)
     options.pop("kv_cache_max_gb", None)
+    if options.get("logprobs_mode", "auto") == "auto":
+        options["logprobs_mode"] = engine_logprobs_mode(cfg)
     return make_engine(cfg.engine.name, spec, options)
+
+
+def engine_logprobs_mode(cfg: DictConfig) -> str:
+    """`engine.logprobs_mode: auto`: a training run sampling at a temperature other than 1 needs the log-probs of
+    the tempered distribution it sampled from (processed), the learner's convention; anything else keeps the raw
+    model log-probs (what vLLM's fast GPU sampler supports)."""
+    trains = str(cfg.get("command")) in ("train",)
+    return "processed_logprobs" if trains and float(cfg.agent.sampling.temperature) != 1.0 else "raw_logprobs"
 
 
 def concurrent_sequences(cfg: DictConfig) -> int:

@@ -103,6 +103,16 @@ class TrajEvolve(GiGPO):
         if c.discriminator:
             require_embedding(BUNDLED_MODEL)
 
+    def check_run(self, run: dict[str, Any]) -> None:
+        """Pruned trajectories take their old log-probs from `engine.score` (prompt log-probs), which engines compute
+        from the untempered logits: at a sampling temperature other than 1 the learner must recompute them."""
+        temperature = float(run.get("agent", {}).get("sampling", {}).get("temperature", 1.0))
+        recompute = run.get("learner", {}).get("old_logprobs", "engine") == "recompute"
+        if self.config.evolve and PRUNE in self.evolve_strategies and temperature != 1.0 and not recompute:
+            raise ConfigError(f"algorithm 'trajevolve': pruned trajectories are scored by the engine at temperature 1 "
+                              f"but agent.sampling.temperature={temperature}; set learner.old_logprobs=recompute (the "
+                              "learner computes every old log-prob at the sampling temperature), or sample at 1.0")
+
     def state_dict(self) -> dict[str, Any]:
         return {"discriminator": self.discriminator.state_dict()} if self.discriminator is not None else {}
 

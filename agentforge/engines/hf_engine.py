@@ -5,8 +5,10 @@ Conventions shared with the vLLM engine, so either can feed the learner:
   `text` is their decoding (special tokens skipped), cut right after the first stop string, as vLLM does with
   `include_stop_str_in_output=True`;
 - log-probs are log-softmax of the model's raw logits (before penalties, temperature, top-k/p and
-  interventions), i.e. vLLM's default `raw_logprobs`; with `SamplingConfig.uncertainty`, each token's entropy
-  and top probability come from the same raw logits (`generate`'s `output_logits`);
+  interventions), i.e. vLLM's default `raw_logprobs`, or with `logprobs_mode="processed_logprobs"` of the
+  distribution the token was sampled from (after every processor, temperature included: `generate`'s
+  `output_scores`), as vLLM's mode of that name; with `SamplingConfig.uncertainty`, each token's entropy
+  and top probability come from the raw logits (`generate`'s `output_logits`);
 - processing order is vLLM's: interventions, repetition penalty (prompt + output), presence penalty (output),
   then temperature, top-k, top-p.
 Prompts are left-padded; the attention mask is built from prompt lengths, never from pad ids, because SmolLM2's
@@ -106,6 +108,9 @@ def first_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(ends) if ends else None
 
 
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
+
+
 class HFEngine:
     """transformers `generate` behind the RolloutEngine protocol."""
 
@@ -116,9 +121,14 @@ class HFEngine:
         seed: int = 0,
         batch_size: int = 32,
         device: str = "cpu",
+        logprobs_mode: str = "raw_logprobs",
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"engine.batch_size must be >= 1, got {batch_size}")
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ConfigError(f"engine.logprobs_mode={logprobs_mode!r} is unknown; use one of "
+                              f"{', '.join(LOGPROBS_MODES)}")
+        self.logprobs_mode = logprobs_mode
         self.spec = spec
         self.batch_size = batch_size
         self.device = torch.device(device)
@@ -210,6 +220,7 @@ class HFEngine:
             bos_token_id=self.tokenizer.bos_token_id,
             return_dict_in_generate=True,
             output_logits=True,
+            output_scores=self.logprobs_mode == "processed_logprobs",
         )
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
@@ -219,7 +230,9 @@ class HFEngine:
             stopping_criteria=criteria,
         )
         new_tokens = out.sequences[:, width:].cpu()
-        logprobs = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # raw logits: before any processor
+        # raw logits: before any processor; processed: the scores the token was sampled from
+        scores = out.scores if self.logprobs_mode == "processed_logprobs" else out.logits
+        logprobs = torch.stack(scores, dim=1).float().log_softmax(-1)
         token_logprobs = logprobs.gather(-1, new_tokens.to(logprobs.device)[..., None])[..., 0].cpu()
         entropy: list[list[float] | None] = [None] * len(prompts)
         top_prob: list[list[float] | None] = [None] * len(prompts)

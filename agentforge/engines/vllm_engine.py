@@ -8,8 +8,9 @@ through a safetensors file in /dev/shm, and refuses interventions and per-token 
 Conventions (shared with the HF engine): token ids are exactly the sampled ids, including EOS or the token that
 completed a stop string (`include_stop_str_in_output=True`, so `text` ends with the stop string, as vLLM cuts it
 right after the stop string); log-probs are vLLM's default raw log-probs (before penalties, temperature and
-interventions); with `SamplingConfig.uncertainty`, each token's entropy and top probability come from the same raw
-logits, recorded by `VLLMInterventionProcessor`.
+interventions), or with `logprobs_mode="processed_logprobs"` those of the distribution each token was sampled from
+(after temperature: what training at T != 1 needs); with `SamplingConfig.uncertainty`, each token's entropy and
+top probability come from the raw logits, recorded by `VLLMInterventionProcessor`.
 
 vLLM surprises this module routes around (see FACTS.md): creating the in-process engine reseeds the global RNGs
 (restored here; the engine samples from its own `EngineRng` stream) and replaces `torch.set_num_threads` with a
@@ -202,8 +203,13 @@ class VLLMEngine:
         enable_prefix_caching: bool = True,
         enable_sleep_mode: bool = False,
         in_process: bool = True,
+        logprobs_mode: str = "raw_logprobs",
     ) -> None:
+        if logprobs_mode not in ("raw_logprobs", "processed_logprobs"):
+            raise ConfigError(f"engine.logprobs_mode={logprobs_mode!r} is unknown; use raw_logprobs or "
+                              "processed_logprobs")
         self.spec = spec
+        self.logprobs_mode = logprobs_mode
         self.dtype = dtype or spec.dtype
         self.on_gpu = torch.cuda.is_available()
         self.in_process = in_process
@@ -233,6 +239,7 @@ class VLLMEngine:
                 logits_processors=[VLLMInterventionProcessor] if in_process else None,
                 worker_extension_cls=f"{__name__}.{WeightPushExtension.__name__}",
                 kv_cache_memory_bytes=None if self.on_gpu else int(float(kv_cache_space_gb) * 2**30),
+                logprobs_mode=logprobs_mode,
             )
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())  # the logits row width |V|

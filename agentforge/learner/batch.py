@@ -19,13 +19,22 @@ from agentforge.types import Group, LossRole, Span, Trajectory, Turn
 
 @dataclass
 class TurnSample:
-    """One turn as training data; `advantage` is broadcast to the turn's response tokens."""
+    """One turn as training data; `advantage` is broadcast to the turn's response tokens.
+
+    Filled in by the learner's `prepare` when the objective needs them (all aligned with `input_ids`, 0 on the
+    prompt): `rollout_logprobs` (the engine's, kept when `old_logprobs` are the learner's recomputed ones),
+    `ref_logprobs` (the reference policy's), `is_weights` (rollout-correction weights); rejection clears
+    `loss_mask` where a token or sequence was dropped.
+    """
 
     input_ids: np.ndarray  # int64 [L]
     loss_mask: np.ndarray  # bool [L]
     old_logprobs: np.ndarray  # float32 [L]
     advantage: float
     prompt_len: int
+    rollout_logprobs: np.ndarray | None = None
+    ref_logprobs: np.ndarray | None = None
+    is_weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
@@ -35,6 +44,14 @@ class TurnSample:
         if len(self.loss_mask) != n or len(self.old_logprobs) != n:
             raise ValueError(f"sample arrays disagree: {n} input ids, {len(self.loss_mask)} mask values, "
                              f"{len(self.old_logprobs)} log-probs; all must be aligned with input_ids")
+        for name in ("rollout_logprobs", "ref_logprobs", "is_weights"):
+            value = getattr(self, name)
+            if value is not None:
+                value = np.asarray(value, dtype=np.float32)
+                if len(value) != n:
+                    raise ValueError(f"sample {name} has {len(value)} values for {n} input ids; align it with "
+                                     "input_ids")
+                setattr(self, name, value)
         if self.prompt_len < 1:
             raise ValueError("a sample needs at least one prompt token: the first response token is predicted "
                              "from the logits at the position before it")
@@ -98,23 +115,40 @@ def iter_trained_spans(groups: Sequence[Group]) -> Iterator[Span]:
             yield from (span for span in trajectory.spans if LossRole(span.role).trained)
 
 
-def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequence[float],
-                        span_advantages: np.ndarray | Sequence[float] | None = None,
-                        algorithm: str = "the algorithm") -> list[TurnSample]:
-    """Samples for a policy step, masked by each span's loss role (never by the algorithm's name).
+def policy_samples(groups: Sequence[Group], algorithm: str = "the algorithm"
+                   ) -> tuple[list[TurnSample], list[Turn | Span]]:
+    """Samples for a policy step *before* advantages are known (advantage 0), with the turn or span each came from:
+    env turns in group/trajectory/turn order, then trained spans in `iter_trained_spans` order; spans without loss
+    tokens are left out. `assign_advantages` fills the advantages in once the algorithm has computed them (after
+    any reward shaping that needs the samples' log-probs, e.g. a KL penalty in the reward)."""
+    owners: list[Turn | Span] = [t for g in groups for traj in g.trajectories for t in traj.turns
+                                 if LossRole(t.role).trained]
+    owners += list(iter_trained_spans(groups))
+    pairs = [(TurnSample.from_turn(o, 0.0, algorithm), o) for o in owners]
+    pairs = [(s, o) for s, o in pairs if s.num_loss_tokens > 0]
+    return [s for s, _ in pairs], [o for _, o in pairs]
 
-    `advantages` is flat, one per env turn, in the order `for g in groups for τ in g.trajectories for t in τ.turns`;
-    turns whose role is not trained (forced, not trained) take no sample. `span_advantages` is flat over
-    `iter_trained_spans(groups)`: a trained span (e.g. a strategy) without one is an error naming `algorithm`.
-    Samples without loss tokens (empty or fully forced responses) are dropped: they would cost a forward pass and
-    teach nothing."""
+
+def assign_advantages(samples: Sequence[TurnSample], owners: Sequence[Turn | Span], groups: Sequence[Group],
+                      advantages: np.ndarray | Sequence[float], span_advantages: np.ndarray | Sequence[float] | None,
+                      algorithm: str = "the algorithm") -> None:
+    """Set each sample's advantage from the algorithm's flat per-turn (and per-span) advantages, with the checks of
+    `samples_from_groups`."""
+    by_owner = {id(o): a for o, a in _owner_advantages(groups, advantages, span_advantages, algorithm)}
+    for sample, owner in zip(samples, owners, strict=True):
+        sample.advantage = float(by_owner[id(owner)])
+
+
+def _owner_advantages(groups: Sequence[Group], advantages: np.ndarray | Sequence[float],
+                      span_advantages: np.ndarray | Sequence[float] | None, algorithm: str
+                      ) -> list[tuple[Turn | Span, float]]:
     turns = [t for g in groups for traj in g.trajectories for t in traj.turns]
     advantages = np.asarray(advantages, dtype=np.float64).reshape(-1)
     if len(advantages) != len(turns):
         raise ValueError(f"got {len(advantages)} advantages for {len(turns)} turns; {algorithm} must return one "
                          "advantage per turn, flat in group/trajectory/turn order")
-    samples = [TurnSample.from_turn(t, a, algorithm) for t, a in zip(turns, advantages, strict=True)
-               if LossRole(t.role).trained]
+    pairs: list[tuple[Turn | Span, float]] = [(t, float(a)) for t, a in zip(turns, advantages, strict=True)
+                                              if LossRole(t.role).trained]
     spans = list(iter_trained_spans(groups))
     if spans:
         if span_advantages is None:
@@ -125,7 +159,22 @@ def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequen
         if len(span_adv) != len(spans):
             raise ValueError(f"got {len(span_adv)} span advantages for {len(spans)} trained spans; {algorithm} must "
                              "return one per trained span, flat in iter_trained_spans order")
-        samples += [TurnSample.from_turn(s, a, algorithm) for s, a in zip(spans, span_adv, strict=True)]
+        pairs += [(s, float(a)) for s, a in zip(spans, span_adv, strict=True)]
+    return pairs
+
+
+def samples_from_groups(groups: Sequence[Group], advantages: np.ndarray | Sequence[float],
+                        span_advantages: np.ndarray | Sequence[float] | None = None,
+                        algorithm: str = "the algorithm") -> list[TurnSample]:
+    """Samples for a policy step, masked by each span's loss role (never by the algorithm's name).
+
+    `advantages` is flat, one per env turn, in the order `for g in groups for τ in g.trajectories for t in τ.turns`;
+    turns whose role is not trained (forced, not trained) take no sample. `span_advantages` is flat over
+    `iter_trained_spans(groups)`: a trained span (e.g. a strategy) without one is an error naming `algorithm`.
+    Samples without loss tokens (empty or fully forced responses) are dropped: they would cost a forward pass and
+    teach nothing."""
+    samples = [TurnSample.from_turn(o, a, algorithm)
+               for o, a in _owner_advantages(groups, advantages, span_advantages, algorithm)]
     return [s for s in samples if s.num_loss_tokens > 0]
 
 

@@ -12,6 +12,12 @@ Why it looks the way it does:
 - Every rank runs the same number of forward/backward passes (ZeRO-2/3 communicate inside them), so ranks agree
   on the micro-batch count first and pad with zero-loss micro-batches.
 - Non-finite inputs or losses skip the update on every rank (no optimizer or scheduler step) and report why.
+- bf16 accumulates gradients and keeps master weights and optimizer state in fp32 (`data_types.grad_accum_dtype`):
+  DeepSpeed supports that through its BF16 optimizer (the ZeRO-1 path) or ZeRO-2/3, so bf16 with `zero_stage: 0`
+  runs as stage 1 (on one rank it partitions nothing).
+- The reference policy (KL) is the policy RL starts from: `reset_reference()` after a warm start copies the current
+  weights (full model: a frozen copy, one more set of weights per rank; LoRA: the adapter tensors only, swapped in
+  for the reference forward, no second model).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from agentforge.learner.lora import (
     merged_lora_weights,
     wrap_with_lora,
 )
+from agentforge.learner.objective import Normalizer, policy_objective
 from agentforge.learner.packing import (
     PackedBatch,
     collate_packed,
@@ -54,13 +61,14 @@ from agentforge.reliability.faultpoints import fault_point
 log = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "COMPLETE"
+REFERENCE_FILE = "reference.safetensors"  # the KL reference when a warm start moved it (full model or adapter)
 CHECKPOINT_TAG = "state"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "chat_template.jinja", "generation_config.json")
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Micro-batch metrics averaged over loss tokens (the others are maxima or per-step values).
-TOKEN_MEAN_METRICS = ("loss", "pg_loss", "clip_fraction", "clip_fraction_low", "clip_fraction_high", "approx_kl",
-                      "logprob_mismatch", "entropy", "kl_ref")
+TOKEN_MEAN_METRICS = ("loss", "pg_loss", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
+                      "clip_fraction_dual", "approx_kl", "logprob_mismatch", "entropy", "kl_ref", "is_weight")
 
 
 def free_port() -> int:
@@ -120,14 +128,22 @@ def lr_factor(config: LearnerConfig) -> Callable[[int], float]:
     return factor
 
 
+def effective_zero_stage(config: LearnerConfig) -> int:
+    """The ZeRO stage DeepSpeed runs: bf16 at stage 0 becomes stage 1, the only stage-0/1 path where DeepSpeed
+    accumulates bf16 gradients in fp32 (its BF16 optimizer; nothing is partitioned on one rank)."""
+    return 1 if config.dtype == "bfloat16" and config.zero_stage == 0 else config.zero_stage
+
+
 def deepspeed_config(config: LearnerConfig, world_size: int) -> dict[str, Any]:
+    stage = effective_zero_stage(config)
     zero: dict[str, Any] = {
-        "stage": config.zero_stage,
+        "stage": stage,
         "reduce_bucket_size": int(config.reduce_bucket_size),
         "allgather_bucket_size": int(config.allgather_bucket_size),
     }
-    if config.zero_stage == 3:
+    if stage == 3:
         zero["stage3_prefetch_bucket_size"] = int(config.allgather_bucket_size)
+    bf16 = config.dtype == "bfloat16"
     return {
         # Nominal sizes: the real accumulation boundary is set per micro-batch by the learner.
         "train_micro_batch_size_per_gpu": 1,
@@ -135,7 +151,10 @@ def deepspeed_config(config: LearnerConfig, world_size: int) -> dict[str, Any]:
         "train_batch_size": world_size,
         "gradient_clipping": float(config.grad_clip),
         "zero_optimization": zero,
-        "bf16": {"enabled": config.dtype == "bfloat16"},
+        "bf16": {"enabled": bf16},
+        # fp32 gradient accumulation (and so fp32 master weights and optimizer state) whenever the model is bf16:
+        # 8 bf16-accumulated micro-batches differed from one batch by 1.2 % (tests/integration/test_learner.py)
+        **({"data_types": {"grad_accum_dtype": "fp32"}} if bf16 else {}),
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
@@ -145,9 +164,12 @@ def deepspeed_config(config: LearnerConfig, world_size: int) -> dict[str, Any]:
 class DeepSpeedLearnerRank:
     """One DeepSpeed rank. In a multi-rank world every public method is collective: call it on all ranks.
 
-    Without LoRA and with `loss.kl_coef > 0`, a frozen copy of the initial model serves as the reference policy:
-    it costs one more full set of weights per rank (not partitioned by ZeRO-3). With LoRA the reference is the
-    same model with adapters disabled, at no memory cost.
+    With `loss.kl_coef > 0` the rank keeps a reference policy, the model as loaded until `reset_reference()` makes it
+    the current policy (the trainer calls it after a warm start, so KL pulls toward the policy RL starts from).
+    Without LoRA it is a frozen copy: one more full set of weights per rank (not partitioned by ZeRO-3). With LoRA
+    it is a copy of the adapter tensors only (r·(d_in + d_out) per adapted module), swapped into the model for the
+    reference forward; with ZeRO-3 (partitioned adapters) the reference is the base model (adapters off) and
+    cannot be moved.
     """
 
     def __init__(self, model_path: str, config: LearnerConfig, rank: int = 0, world_size: int = 1,
@@ -175,6 +197,9 @@ class DeepSpeedLearnerRank:
         torch.manual_seed(config.seed)
         model = self._load_model()
         self.reference = self._reference_copy(model)
+        self.reference_adapter: dict[str, torch.Tensor] | None = None  # LoRA: the reference's adapter tensors
+        self.reference_moved = False  # reset_reference() made it differ from the model as loaded
+        self.objective = config.objective_spec()
         if config.lora.enabled:
             model = wrap_with_lora(model, config.lora)
         optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr,
@@ -185,6 +210,8 @@ class DeepSpeedLearnerRank:
         self.device = self.engine.device
         if self.reference is not None:
             self.reference.to(self.device)
+        if config.loss.needs_reference() and config.lora.enabled and config.zero_stage != 3:
+            self.reference_adapter = self._adapter_snapshot()
 
     # ------------------------------------------------------------------------------------------- set-up
 
@@ -200,13 +227,74 @@ class DeepSpeedLearnerRank:
         return model
 
     def _reference_copy(self, model: torch.nn.Module) -> torch.nn.Module | None:
-        if self.config.loss.kl_coef <= 0 or self.config.lora.enabled:
+        if not self.config.loss.needs_reference() or self.config.lora.enabled:
             return None
         import copy
 
         reference = copy.deepcopy(model).eval()
         reference.requires_grad_(False)
         return reference
+
+    def _adapter_parameters(self) -> dict[str, torch.nn.Parameter]:
+        return {n: p for n, p in self.engine.module.named_parameters() if is_lora_parameter(n)}
+
+    def _adapter_snapshot(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in self._adapter_parameters().items()}
+
+    def reset_reference(self) -> None:
+        """Make the reference policy the current one (after a warm start: KL then pulls toward the policy RL starts
+        from, not the model as loaded). A no-op without a KL term."""
+        if not self.config.loss.needs_reference():
+            return
+        if self.config.lora.enabled:
+            if self.reference_adapter is None:
+                raise AgentforgeError("with LoRA under ZeRO-3 the KL reference is the base model (adapters off) and "
+                                      "cannot follow a warm start; use learner.zero_stage <= 2, or warm-start into "
+                                      "a model folder first (agentforge sft) and train from it with model.init_from")
+            self.reference_adapter = self._adapter_snapshot()
+        else:
+            gather = self._gather_context()
+            with torch.no_grad():
+                for (_, ref), param in zip(self.reference.named_parameters(), self.engine.module.parameters(),
+                                           strict=True):
+                    with gather([param]):
+                        ref.copy_(param.detach().to(ref.device, ref.dtype))
+        self.reference_moved = True
+
+    def reference_state(self) -> dict[str, torch.Tensor]:
+        """The reference's own tensors (full model: its weights; LoRA: the adapter), for checkpoints."""
+        if self.reference is not None:
+            # cloned: tied weights (SmolLM2's lm_head = embed_tokens) share storage, which safetensors refuses
+            return {n: t.detach().cpu().clone() for n, t in self.reference.state_dict().items()}
+        return {n: t.detach().cpu().clone() for n, t in (self.reference_adapter or {}).items()}
+
+    def load_reference_state(self, state: dict[str, torch.Tensor]) -> None:
+        if self.reference is not None:
+            self.reference.load_state_dict(state)
+        elif self.reference_adapter is not None:
+            missing = sorted(set(self.reference_adapter) - set(state))
+            if missing:
+                raise AgentforgeError(f"the checkpoint's reference adapter lacks {missing[:3]}...; it was written with "
+                                      "another LoRA configuration")
+            self.reference_adapter = {n: state[n].to(self.device) for n in self.reference_adapter}
+        self.reference_moved = True
+
+    @contextlib.contextmanager
+    def _reference_weights(self):
+        """The engine's module computing as the reference policy (LoRA: the reference adapter swapped in)."""
+        if self.reference_adapter is None:
+            with self.engine.module.disable_adapter():
+                yield self.engine.module
+            return
+        params = self._adapter_parameters()
+        saved = {n: p.data for n, p in params.items()}
+        try:
+            for n, p in params.items():
+                p.data = self.reference_adapter[n]
+            yield self.engine.module
+        finally:
+            for n, p in params.items():
+                p.data = saved[n]
 
     # ----------------------------------------------------------------------------------------- training
 
@@ -224,49 +312,29 @@ class DeepSpeedLearnerRank:
 
     def _train_step(self, samples: list[TurnSample], sft: bool, lr: float | None = None) -> dict[str, float]:
         start = time.perf_counter()
-        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
+        accumulated = self.accumulate_gradients(samples, sft)
+        if isinstance(accumulated, str):
+            return self._skip(samples, accumulated)
+        sums, mismatch_max, num_batches = accumulated
         local_tokens = total_loss_tokens(samples)
-        bad_input = not sft and not _inputs_finite(samples)
-        num_batches, any_bad = (int(v) for v in self._all_reduce([len(batches), float(bad_input)], "max"))
-        total_tokens = int(self._all_reduce([float(local_tokens)], "sum")[0])
-        if any_bad:
-            return self._skip(samples, "non-finite advantages or old log-probs in the batch")
-        if total_tokens == 0:
-            return self._skip(samples, "the batch has no loss tokens")
-
-        self.engine.train()
-        per_rank_tokens = total_tokens / self.world_size  # DeepSpeed averages gradients over ranks
-        sums: dict[str, float] = {}
-        mismatch_max = 0.0
-        nonfinite = False
-        for k in range(num_batches):
-            self.engine.set_gradient_accumulation_boundary(k == num_batches - 1)
-            batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else padding_batch(self.device)
-            loss, metrics, logits = self._micro_batch_loss(batch, per_rank_tokens, sft)
-            if not torch.isfinite(loss):
-                nonfinite = True  # keep the collectives in step with the other ranks; the update is discarded
-                loss = logits.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
-            del logits
-            self.engine.backward(loss, scale_wrt_gas=False)
-            tokens = metrics.pop("tokens")
-            mismatch_max = max(mismatch_max, metrics.pop("logprob_mismatch_max", 0.0))
-            for name, value in metrics.items():
-                sums[name] = sums.get(name, 0.0) + value * tokens
-        if self._all_reduce([float(nonfinite)], "max")[0]:
-            self._discard_gradients()
-            return self._skip(samples, "the loss was not finite")
-
         grad_norm = self._stage0_grad_norm()
+        if grad_norm is not None and not math.isfinite(grad_norm):
+            # a finite loss can still have a non-finite gradient (an absurd advantage such as 3e38)
+            self._discard_gradients()
+            return self._skip(samples, "the gradient was not finite")
         if lr is not None:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
         lr = float(self.engine.get_lr()[0])
         fault_point("optimizer_step")  # reliability tests kill a run here: gradients summed, weights not yet stepped
         self.engine.step()
+        if getattr(self.engine.optimizer, "overflow", False):  # DeepSpeed's own check (bf16, ZeRO) refused it
+            self.engine.zero_grad()
+            return self._skip(samples, "the gradient was not finite (DeepSpeed skipped the step)")
         self.steps += 1
         if grad_norm is None:
-            norm = self.engine.get_global_grad_norm()
-            grad_norm = float(norm) if norm is not None else float("nan")
+            norm_value = self.engine.get_global_grad_norm()
+            grad_norm = float(norm_value) if norm_value is not None else float("nan")
         out = {name: value / max(local_tokens, 1) for name, value in sums.items()}
         out.update({
             "grad_norm": grad_norm,
@@ -281,32 +349,81 @@ class DeepSpeedLearnerRank:
             out["logprob_mismatch_max"] = mismatch_max
         return out
 
-    def _micro_batch_loss(self, batch: PackedBatch, per_rank_tokens: float,
-                          sft: bool) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
-        from agentforge.algorithms.losses import clipped_policy_loss
+    def accumulate_gradients(self, samples: list[TurnSample], sft: bool = False
+                             ) -> tuple[dict[str, float], float, int] | str:
+        """Forward and backward over every micro-batch of this step (gradients summed, no optimizer step): the
+        token-weighted metric sums, the largest |logp - old_logp| and the micro-batch count, or why the step must
+        be skipped (gradients already discarded)."""
+        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
+        local_tokens = total_loss_tokens(samples)
+        local_seqs = sum(1 for s in samples if s.num_loss_tokens > 0)
+        bad_input = not sft and not _inputs_finite(samples)
+        num_batches, any_bad = (int(v) for v in self._all_reduce([len(batches), float(bad_input)], "max"))
+        total_tokens, total_seqs = (int(v) for v in self._all_reduce([float(local_tokens), float(local_seqs)], "sum"))
+        if any_bad:
+            return "non-finite advantages or old log-probs in the batch"
+        if total_tokens == 0:
+            return "the batch has no loss tokens"
 
+        self.engine.train()
+        # the whole step's denominators; DeepSpeed averages gradients over ranks, so each rank divides by its share
+        norm = Normalizer(total_tokens, total_seqs, self._loss_scale_factor()).per_rank(self.world_size)
+        sums: dict[str, float] = {}
+        mismatch_max = 0.0
+        nonfinite = False
+        for k in range(num_batches):
+            self.engine.set_gradient_accumulation_boundary(k == num_batches - 1)
+            batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else padding_batch(self.device)
+            loss, metrics, logits = self._micro_batch_loss(batch, norm, sft)
+            if not torch.isfinite(loss):
+                nonfinite = True  # keep the collectives in step with the other ranks; the update is discarded
+                loss = logits.nan_to_num(0.0, 0.0, 0.0).sum() * 0.0
+            del logits
+            self.engine.backward(loss, scale_wrt_gas=False)
+            tokens = metrics.pop("tokens")
+            mismatch_max = max(mismatch_max, metrics.pop("logprob_mismatch_max", 0.0))
+            for name, value in metrics.items():
+                sums[name] = sums.get(name, 0.0) + value * tokens
+        if self._all_reduce([float(nonfinite)], "max")[0]:
+            self._discard_gradients()
+            return "the loss was not finite"
+        return sums, mismatch_max, num_batches
+
+    def _loss_scale_factor(self) -> float:
+        factor = self.config.loss.loss_scale_factor
+        if factor is None and self.objective.agg_mode == "seq-mean-token-sum-norm":
+            raise AgentforgeError("learner.loss.agg_mode=seq-mean-token-sum-norm divides by a constant "
+                                  "learner.loss.loss_scale_factor (Dr. GRPO's L); set it (the trainer uses "
+                                  "agent.sampling.max_new_tokens when it is null)")
+        return float(factor or 1.0)
+
+    def _micro_batch_loss(self, batch: PackedBatch, norm: Normalizer,
+                          sft: bool) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
         mask = batch.loss_mask
         tokens = float(mask.sum())
         logits = packed_logits(self.engine, batch)
+        spec = self.objective
+        temperature = 1.0 if sft else self.config.sampling_temperature
         logp, entropy = token_logprobs(logits, batch.target, with_entropy=True,
-                                       entropy_grad=not sft and self.config.loss.entropy_coef > 0)
+                                       entropy_grad=not sft and spec.entropy_coef > 0, temperature=temperature)
         metrics: dict[str, float] = {"tokens": tokens}
         if sft:
-            loss = -(logp * mask).sum() / per_rank_tokens
-            metrics["loss"] = float(loss.detach()) * per_rank_tokens / max(tokens, 1.0)
-            metrics["entropy"] = float((entropy * mask).sum()) / max(tokens, 1.0)
+            picked = logp[mask]
+            loss = -picked.sum() / norm.tokens
+            metrics["loss"] = float(-picked.detach().sum()) / max(tokens, 1.0)
+            metrics["entropy"] = float(entropy[mask].sum()) / max(tokens, 1.0)
             return loss, metrics, logits
-        ref_logp = self._reference_logprobs(batch) if self.config.loss.kl_coef > 0 else None
-        lc = self.config.loss
-        loss, loss_metrics = clipped_policy_loss(
-            logp, batch.old_logprobs, batch.advantages, mask, eps_low=lc.eps_low, eps_high=lc.eps_high,
-            ref_logp=ref_logp, kl_coef=lc.kl_coef, entropy=entropy, entropy_coef=lc.entropy_coef,
-            num_tokens=per_rank_tokens)
-        metrics["loss"] = float(loss.detach()) * per_rank_tokens / max(tokens, 1.0)
+        ref_logp = batch.ref_logprobs
+        if ref_logp is None and spec.kl_coef > 0 and spec.kl_in_loss:
+            ref_logp = self._reference_logprobs(batch)
+        loss, loss_metrics = policy_objective(
+            logp, batch.old_logprobs, batch.advantages, mask, batch.sequence, spec, norm=norm, ref_logp=ref_logp,
+            entropy=entropy, is_weights=batch.is_weights)
+        metrics["loss"] = float(loss.detach()) * norm.tokens / max(tokens, 1.0)
         metrics.update({k: v for k, v in loss_metrics.items() if k != "logprob_abs_diff"})
         metrics["logprob_mismatch"] = loss_metrics["logprob_abs_diff"]
         with torch.no_grad():
-            diff = (logp.detach().float() - batch.old_logprobs).abs()[mask]
+            diff = (logp.detach().float() - batch.old_logprobs)[mask].abs()
             metrics["logprob_mismatch_max"] = float(diff.max()) if diff.numel() else 0.0
         return loss, metrics, logits
 
@@ -314,10 +431,10 @@ class DeepSpeedLearnerRank:
         with torch.no_grad():
             if self.reference is not None:
                 logits = packed_logits(self.reference, batch)
-            else:  # LoRA: the base model is the reference
-                with self.engine.module.disable_adapter():
-                    logits = packed_logits(self.engine.module, batch)
-            return token_logprobs(logits, batch.target)[0]
+            else:  # LoRA: the reference adapter (or none) in the same model
+                with self._reference_weights() as module:
+                    logits = packed_logits(module, batch)
+            return token_logprobs(logits, batch.target, temperature=self.config.sampling_temperature)[0]
 
     def _stage0_grad_norm(self) -> float | None:
         """The pre-clip gradient norm where DeepSpeed does not report one (fp32 without ZeRO: a plain torch
@@ -359,9 +476,10 @@ class DeepSpeedLearnerRank:
 
     # ----------------------------------------------------------------------------------------- inference
 
-    def compute_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
-        """The learner's log-probs of each sample's response tokens (aligned with `response_ids`): the exact
-        old log-probs when the engine's are not (bf16 engines), and the first-step reference in tests."""
+    def compute_logprobs(self, samples: Sequence[TurnSample], reference: bool = False) -> list[np.ndarray]:
+        """The learner's log-probs of each sample's response tokens (aligned with `response_ids`), at the sampling
+        temperature: the recomputed old log-probs (`old_logprobs: recompute`), or with `reference=True` the
+        reference policy's."""
         samples = list(samples)
         batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
         num_batches = int(self._all_reduce([float(len(batches))], "max")[0])
@@ -371,7 +489,11 @@ class DeepSpeedLearnerRank:
             for k in range(num_batches):
                 batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else \
                     padding_batch(self.device)
-                logp = token_logprobs(packed_logits(self.engine, batch), batch.target)[0].cpu().numpy()
+                if reference:
+                    logp = self._reference_logprobs(batch).cpu().numpy()
+                else:
+                    logp = token_logprobs(packed_logits(self.engine, batch), batch.target,
+                                          temperature=self.config.sampling_temperature)[0].cpu().numpy()
                 if k < len(batches):
                     for i, j, value in zip(batch.sample, batch.index, logp, strict=True):
                         out[i][j] = value
@@ -428,10 +550,14 @@ class DeepSpeedLearnerRank:
                                     client_state={"learner_steps": self.steps},
                                     exclude_frozen_parameters=self.config.lora.enabled)
         self._save_hf(path / "hf")
+        if self.rank == 0 and self.reference_moved:  # the reference is no longer the model as loaded: keep it
+            from safetensors.torch import save_file
+
+            save_file({n: t.contiguous() for n, t in self.reference_state().items()}, str(path / REFERENCE_FILE))
         self._barrier()
         if self.rank == 0:
             meta = {"model_path": self.model_path, "steps": self.steps, "world_size": self.world_size,
-                    "config": self.config.to_dict()}
+                    "reference": REFERENCE_FILE if self.reference_moved else None, "config": self.config.to_dict()}
             (path / "learner.json").write_text(json.dumps(meta, indent=2, default=str))
             marker.write_text(f"steps={self.steps}\n")
         self._barrier()
@@ -473,12 +599,19 @@ class DeepSpeedLearnerRank:
         if load_path is None:
             raise AgentforgeError(f"DeepSpeed found no state under {path / 'deepspeed'}; the checkpoint is damaged")
         self.steps = int((client or {}).get("learner_steps", 0))
+        if (path / REFERENCE_FILE).is_file() and self.config.loss.needs_reference():
+            from safetensors.torch import load_file
+
+            self.load_reference_state(load_file(str(path / REFERENCE_FILE)))
 
     def _barrier(self) -> None:
         if self.world_size > 1:
             torch.distributed.barrier()
 
     # -------------------------------------------------------------------------------------------- misc
+
+    def optimizer_steps(self) -> int:
+        return self.steps
 
     def trainable_parameters(self) -> int:
         return sum(_numel(p) for p in self.engine.module.parameters() if p.requires_grad)

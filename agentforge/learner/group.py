@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.learner.batch import TurnSample
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.deepspeed_learner import TOKEN_MEAN_METRICS, DeepSpeedLearnerRank
+from agentforge.learner.objective import mismatch_metrics, rollout_correction
 from agentforge.learner.packing import shard_by_tokens, shard_indices_by_tokens
 
 
 class Learner:
-    """One optimizer step per `step(samples)` over however many ranks; metrics come back aggregated."""
+    """`update(samples)`: the batch's whole PPO update (old log-probs fixed first, then `ppo_epochs` passes over
+    mini-batches, one optimizer step each); `step(samples)`: one optimizer step. Metrics come back aggregated over
+    ranks (and steps)."""
 
     def __init__(self, model_path: str, config: LearnerConfig, in_process: bool | None = None,
                  use_gpus: bool | None = None):
@@ -104,8 +108,64 @@ class Learner:
         return ray.get(refs)
 
     def step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
-        """One optimizer step of the clipped policy loss over all samples (sharded across ranks by tokens)."""
+        """One optimizer step of the policy objective over all samples (sharded across ranks by tokens)."""
         return self._train("step", samples)
+
+    def prepare(self, samples: Sequence[TurnSample]) -> dict[str, float]:
+        """What the objective needs before the first update, set on the samples in place: the learner's own old
+        log-probs (`old_logprobs: recompute`; the engine's kept as `rollout_logprobs`) with the engine-vs-learner
+        mismatch and the rollout-correction weights and rejections, and the reference log-probs (KL). Returns
+        metrics (`rollout/*`, `time/prepare`)."""
+        started = time.perf_counter()
+        samples = list(samples)
+        metrics: dict[str, float] = {}
+        if not samples:
+            return metrics
+        if self.config.old_logprobs == "recompute":
+            learner_lp = self.compute_logprobs(samples)
+            engine_lp = [s.old_logprobs[s.prompt_len:].copy() for s in samples]
+            masks = [s.loss_mask[s.prompt_len:].copy() for s in samples]
+            metrics.update(mismatch_metrics(learner_lp, engine_lp, masks))
+            for sample, logp in zip(samples, learner_lp, strict=True):
+                sample.rollout_logprobs = sample.old_logprobs.copy()
+                sample.old_logprobs[sample.prompt_len:] = logp
+            if self.config.rollout_correction.active:
+                correction = rollout_correction(learner_lp, engine_lp, masks, self.config.correction_spec())
+                for sample, weight, keep in zip(samples, correction.weights, correction.keep, strict=True):
+                    if weight is not None:
+                        sample.is_weights = np.concatenate([np.zeros(sample.prompt_len, np.float32), weight])
+                    sample.loss_mask[sample.prompt_len:] = keep
+                metrics.update(correction.metrics)
+        if self.config.loss.needs_reference():
+            for sample, ref in zip(samples, self.compute_logprobs(samples, reference=True), strict=True):
+                sample.ref_logprobs = np.concatenate([np.zeros(sample.prompt_len, np.float32), ref])
+        if metrics or self.config.loss.needs_reference():
+            metrics["time/prepare"] = time.perf_counter() - started
+        return metrics
+
+    def update(self, samples: Sequence[TurnSample], prepared: bool = False) -> dict[str, float]:
+        """The batch's PPO update: `prepare` (unless already done), then `ppo_epochs` passes, each over the batch
+        cut into `mini_batch_size` pieces (seeded shuffle when there are several), one optimizer step per piece.
+        One epoch of one mini-batch is exactly one `step`. The steps' own metrics are kept in `last_steps`."""
+        metrics = {} if prepared else self.prepare(samples)
+        samples = [s for s in samples if s.num_loss_tokens > 0]  # rollout-correction rejection may empty some
+        done = self.optimizer_steps()
+        rng = np.random.default_rng([int(self.config.seed), done])
+        steps: list[dict[str, float]] = []
+        for epoch in range(self.config.ppo_epochs):
+            for piece in mini_batches(samples, self.config.mini_batch_size, self.config.mini_batch_unit,
+                                      rng if self.config.shuffle else None):
+                steps.append({**self.step(piece), "epoch": float(epoch + 1)})
+        self.last_steps = steps
+        return {**combine_steps(steps), **metrics}
+
+    def optimizer_steps(self) -> int:
+        """Optimizer steps taken so far (restored with a checkpoint): seeds each update's mini-batch order."""
+        return int(self._call_all("optimizer_steps")[0])
+
+    def reset_reference(self) -> None:
+        """Make the KL reference the current policy (after a warm start); a no-op without a KL term."""
+        self._call_all("reset_reference")
 
     def sft_step(self, samples: Sequence[TurnSample], lr: float | None = None) -> dict[str, float]:
         """One optimizer step of token-mean NLL on the masked tokens (supervised warm start); `lr` for this step."""
@@ -115,11 +175,13 @@ class Learner:
         shards = shard_by_tokens(list(samples), self.config.num_ranks, self.config.share_prompts)
         return aggregate_rank_metrics(self._call_all(method, per_rank_args=[(s, *extra) for s in shards]))
 
-    def compute_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
-        """The learner's log-probs of each sample's response tokens, in the order given."""
+    def compute_logprobs(self, samples: Sequence[TurnSample], reference: bool = False) -> list[np.ndarray]:
+        """The learner's log-probs of each sample's response tokens, in the order given (`reference=True`: the
+        KL reference policy's)."""
         samples = list(samples)
         owners = shard_indices_by_tokens(samples, self.config.num_ranks, self.config.share_prompts)
-        results = self._call_all("compute_logprobs", per_rank_args=[([samples[i] for i in o],) for o in owners])
+        results = self._call_all("compute_logprobs",
+                                 per_rank_args=[([samples[i] for i in o], reference) for o in owners])
         out: list[np.ndarray] = [np.zeros(0)] * len(samples)
         for indices, logps in zip(owners, results, strict=True):
             for i, logp in zip(indices, logps, strict=True):
@@ -169,6 +231,65 @@ class Learner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def mini_batches(samples: list[TurnSample], size: int | None, unit: str,
+                 rng: np.random.Generator | None) -> list[list[TurnSample]]:
+    """The batch cut into optimizer steps: all of it (`size` None), or pieces of `size` turn samples (`unit:
+    turns`) or of at least `size` loss tokens (`unit: tokens`, whole samples each), in a shuffled order when `rng`
+    is given and there is more than one piece."""
+    if size is None or not samples:
+        return [samples]
+    pieces_needed = len(samples) > size if unit == "turns" else sum(s.num_loss_tokens for s in samples) > size
+    if not pieces_needed:
+        return [samples]
+    order = list(rng.permutation(len(samples))) if rng is not None else list(range(len(samples)))
+    pieces: list[list[TurnSample]] = [[]]
+    filled = 0
+    for i in order:
+        if pieces[-1] and filled >= size:
+            pieces.append([])
+            filled = 0
+        pieces[-1].append(samples[i])
+        filled += 1 if unit == "turns" else samples[i].num_loss_tokens
+    return pieces
+
+
+def combine_steps(steps: list[dict[str, float]]) -> dict[str, float]:
+    """One update's metrics from its optimizer steps: one step is reported as it is; several give token-weighted
+    means of per-token metrics, the first epoch's token and sample counts, the mean grad norm, the last lr, summed
+    times and counts, the engine-vs-learner mismatch of the first step (later ones measure the policy's own move),
+    and each epoch's clip fraction (`clip_fraction_epoch_<k>`: the clip acts from the second
+    epoch on, when the policy has moved away from pi_old)."""
+    if len(steps) <= 1:
+        return {k: v for k, v in (steps[0] if steps else {}).items() if k != "epoch"}
+    out: dict[str, float] = {}
+    weights = [s.get("tokens", 0.0) for s in steps]
+    total = sum(weights) or 1.0
+    for name in TOKEN_MEAN_METRICS:
+        if any(name in s for s in steps):
+            out[name] = sum(s.get(name, 0.0) * w for s, w in zip(steps, weights, strict=True)) / total
+    first = [s for s in steps if s.get("epoch", 1.0) == 1.0]
+    out["tokens"] = sum(s.get("tokens", 0.0) for s in first)
+    out["samples"] = sum(s.get("samples", 0.0) for s in first)
+    norms = [s["grad_norm"] for s in steps if "grad_norm" in s]
+    if norms:
+        out["grad_norm"] = float(np.mean(norms))
+        out["grad_norm_max"] = float(np.max(norms))
+    out["lr"] = steps[-1].get("lr", float("nan"))
+    for name in ("step_time_s", "micro_batches", "skipped"):
+        out[name] = sum(s.get(name, 0.0) for s in steps)
+    for name in ("logprob_mismatch", "logprob_mismatch_max"):  # engine vs learner: before any update only
+        if name in steps[0]:
+            out[name] = steps[0][name]
+    out["optimizer_steps"] = float(len(steps))
+    for epoch in sorted({s.get("epoch", 1.0) for s in steps}):
+        these = [s for s in steps if s.get("epoch", 1.0) == epoch and "clip_fraction" in s]
+        w = [s.get("tokens", 0.0) for s in these]
+        if these:
+            out[f"clip_fraction_epoch_{int(epoch)}"] = sum(
+                s["clip_fraction"] * x for s, x in zip(these, w, strict=True)) / (sum(w) or 1.0)
+    return out
 
 
 def aggregate_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:

@@ -105,7 +105,9 @@ class PackedBatch:
     Model inputs: `input_ids`, `position_ids` [rows, width] and a boolean `attention_mask` [rows, 1, width, width]
     (True: may attend). Per token (length N, every response token of every sample): `row`, `source` (the
     position whose logits predict it, minus `offset`), `target`, `loss_mask` (sampled, not forced), `old_logprobs`,
-    `advantages`, and `sample`/`index` (which sample, which response token) to map results back.
+    `advantages`, `sequence` (the sample as a tensor: sequence-level objectives group by it), optional
+    `ref_logprobs`/`is_weights` (when every sample has them), and `sample`/`index` (which sample, which response
+    token) to map results back.
     """
 
     input_ids: torch.Tensor
@@ -120,6 +122,9 @@ class PackedBatch:
     advantages: torch.Tensor
     sample: np.ndarray
     index: np.ndarray
+    sequence: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    is_weights: torch.Tensor | None = None
 
     @property
     def logits_to_keep(self) -> int:
@@ -143,6 +148,11 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
     idx = np.arange(width)
     mask[:, 0, idx, idx] = True
     tok_row, tok_source, tok_target, tok_loss, tok_old, tok_adv, tok_sample, tok_index = ([] for _ in range(8))
+    members = [samples[i] for row in rows for i in row]
+    with_ref = all(s.ref_logprobs is not None for s in members)
+    with_weights = all(s.is_weights is not None for s in members)
+    tok_ref: list[np.ndarray] = []
+    tok_weight: list[np.ndarray] = []
     offset = min(samples[row[0]].prompt_len for row in rows) - 1
     for r, row in enumerate(rows):
         first = samples[row[0]]
@@ -168,6 +178,10 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
             tok_adv.append(np.full(n, s.advantage, np.float32))
             tok_sample.append(np.full(n, i))
             tok_index.append(np.arange(n))
+            if with_ref:
+                tok_ref.append(s.ref_logprobs[s.prompt_len:])
+            if with_weights:
+                tok_weight.append(s.is_weights[s.prompt_len:])
             start += n
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     cat = np.concatenate
@@ -176,7 +190,9 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
         offset=offset, row=as_tensor(cat(tok_row).astype(np.int64)), source=as_tensor(cat(tok_source).astype(np.int64)),
         target=as_tensor(cat(tok_target).astype(np.int64)), loss_mask=as_tensor(cat(tok_loss).astype(bool)),
         old_logprobs=as_tensor(cat(tok_old).astype(np.float32)), advantages=as_tensor(cat(tok_adv)),
-        sample=cat(tok_sample), index=cat(tok_index),
+        sample=cat(tok_sample), index=cat(tok_index), sequence=as_tensor(cat(tok_sample).astype(np.int64)),
+        ref_logprobs=as_tensor(cat(tok_ref).astype(np.float32)) if with_ref else None,
+        is_weights=as_tensor(cat(tok_weight).astype(np.float32)) if with_weights else None,
     )
 
 
@@ -190,10 +206,12 @@ def packed_logits(model: torch.nn.Module, batch: PackedBatch) -> torch.Tensor:
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, with_entropy: bool = False,
-                   entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   entropy_grad: bool = False, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(target) per flat token in fp32 and, if asked, the next-token entropy (no gradient unless
-    `entropy_grad`)."""
+    `entropy_grad`), both of the distribution softmax(logits / temperature): the policy the engine sampled from."""
     logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
     log_z = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_z
     if not with_entropy:

@@ -8,6 +8,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agentforge.algorithms import make_algorithm
 from agentforge.errors import ConfigError
+from agentforge.learner.config import LearnerConfig
 
 GROUP_RELATIVE = {"grpo", "gigpo", "tjpo", "t2po", "strata", "trajevolve"}
 
@@ -38,14 +39,112 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"{max_len}; lower one or raise engine.max_model_len"
         )
     make_algorithm(cfg.algorithm).check_run(
-        {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("trainer", "agent", "engine", "model", "env")})
-    if float(cfg.agent.sampling.temperature) != 1.0:
-        import logging
+        {key: OmegaConf.to_container(cfg[key], resolve=True)
+         for key in ("trainer", "agent", "engine", "model", "env", "learner")})
+    check_sampling_for_training(cfg)
+    learner = learner_config_for_run(cfg)
+    problems = learner._value_problems()
+    if problems:
+        raise ConfigError("invalid learner config:\n  - " + "\n  - ".join(problems))
+    check_mini_batch(cfg, learner)
+    check_dynamic_sampling(cfg)
+    if learner.loss.needs_reference() and learner.lora.enabled and learner.zero_stage == 3 and warm_starts(cfg):
+        raise ConfigError("learner.loss.kl_coef > 0 with LoRA under ZeRO-3 keeps the base model (adapters off) as the "
+                          "KL reference, which cannot follow trainer.warm_start: use learner.zero_stage <= 2, or "
+                          "warm-start first (`agentforge sft`) and train from its folder with model.init_from")
 
-        logging.getLogger("agentforge.training.trainer").warning(
-            "agent.sampling.temperature=%s: the engine's log-probs are those of the untempered policy, so PPO ratios "
-            "will not be 1 at the first step (train/logprob_mismatch shows it)", cfg.agent.sampling.temperature
-        )
+
+def warm_starts(cfg: DictConfig) -> bool:
+    return cfg.trainer.get("warm_start") not in (False, None, "false", "none", [])
+
+
+def check_sampling_for_training(cfg: DictConfig) -> None:
+    """Training samples must come from the distribution the learner computes log-probs of: softmax(logits / T)
+    over the whole vocabulary. Top-p/top-k truncate it and penalties reshape it per context, so the sampled policy
+    would differ from the trained one (ratios off 1, a biased gradient): refused, with the reason. (They remain
+    fine for `agentforge eval`, e.g. its pp/rp baselines.)"""
+    sampling = cfg.agent.sampling
+    off = []
+    if float(sampling.top_p) < 1.0:
+        off.append(f"agent.sampling.top_p={sampling.top_p} (use 1.0)")
+    if int(sampling.top_k) > 0:
+        off.append(f"agent.sampling.top_k={sampling.top_k} (use 0)")
+    if float(sampling.presence_penalty) != 0.0:
+        off.append(f"agent.sampling.presence_penalty={sampling.presence_penalty} (use 0)")
+    if float(sampling.repetition_penalty) != 1.0:
+        off.append(f"agent.sampling.repetition_penalty={sampling.repetition_penalty} (use 1.0)")
+    if off:
+        raise ConfigError(
+            "training samples must come from the policy the learner trains, softmax(logits / temperature) over the "
+            "whole vocabulary; truncated or penalised sampling trains a different policy than the one that sampled "
+            "(PPO ratios off 1, biased gradients). Set " + ", ".join(off) + "; the temperature alone is handled "
+            "(the learner divides logits by it). Penalties and top-p/top-k remain available to `agentforge eval`.")
+    if not float(sampling.temperature) > 1e-5:
+        raise ConfigError(f"agent.sampling.temperature={sampling.temperature}: training needs sampling (> 0); greedy "
+                          "decoding gives the policy gradient nothing to compare")
+
+
+def learner_config_for_run(cfg: DictConfig, total_steps: int | None = None) -> LearnerConfig:
+    """The learner group as the run needs it: the sampling temperature, Dr. GRPO's L (the response budget) unless
+    given, and the LR schedule's length in optimizer steps."""
+    values = dict(OmegaConf.to_container(cfg.learner, resolve=True))
+    if values.get("temperature") is None:
+        values["temperature"] = float(cfg.agent.sampling.temperature)
+    loss = dict(values.get("loss") or {})
+    if loss.get("loss_scale_factor") is None:
+        loss["loss_scale_factor"] = float(cfg.agent.sampling.max_new_tokens)
+    values["loss"] = loss
+    if total_steps is not None:
+        values["total_steps"] = total_steps
+    return LearnerConfig.from_mapping(values)
+
+
+def batch_bounds(cfg: DictConfig) -> tuple[int, int]:
+    """Upper bounds on one iteration's turn samples and loss tokens (every episode at its longest, plus one span
+    per episode for workflows that add a strategy)."""
+    t = cfg.trainer
+    turns = int(t.tasks_per_iteration) * int(t.group_size) * (int(cfg.agent.max_turns) + 1)
+    return turns, turns * int(cfg.agent.sampling.max_new_tokens)
+
+
+def check_mini_batch(cfg: DictConfig, learner: LearnerConfig) -> None:
+    if learner.mini_batch_size is None:
+        return
+    turns, tokens = batch_bounds(cfg)
+    bound = turns if learner.mini_batch_unit == "turns" else tokens
+    if learner.mini_batch_size >= bound:
+        raise ConfigError(
+            f"learner.mini_batch_size={learner.mini_batch_size} {learner.mini_batch_unit} is not smaller than the "
+            f"largest possible batch ({bound} {learner.mini_batch_unit}: trainer.tasks_per_iteration x "
+            "trainer.group_size episodes of agent.max_turns turns), so it is always one mini-batch; lower it, or set "
+            "learner.mini_batch_size=null for one optimizer step per epoch")
+
+
+def optimizer_steps_per_iteration(cfg: DictConfig, learner: LearnerConfig) -> int:
+    """An upper bound on one iteration's optimizer steps (the LR schedule must not reach its end before the run
+    does: a decayed schedule ends above 0 when batches are smaller than the bound)."""
+    if learner.mini_batch_size is None:
+        return learner.ppo_epochs
+    turns, tokens = batch_bounds(cfg)
+    bound = turns if learner.mini_batch_unit == "turns" else tokens
+    return learner.ppo_epochs * -(-bound // learner.mini_batch_size)
+
+
+def check_dynamic_sampling(cfg: DictConfig) -> None:
+    from agentforge.training.dynamic_sampling import METRICS
+
+    section = cfg.trainer.get("dynamic_sampling")
+    if section is None or not section.get("enabled", False):
+        return
+    rounds = section.get("max_rounds")
+    if rounds is None or not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 2:
+        raise ConfigError(
+            f"trainer.dynamic_sampling.max_rounds={rounds}: dynamic sampling replaces groups without signal by "
+            "playing more batches and needs a retry budget of at least 2 rounds (the first batch plus one more); "
+            "set e.g. trainer.dynamic_sampling.max_rounds=4")
+    if section.get("metric", "return") not in METRICS:
+        raise ConfigError(f"trainer.dynamic_sampling.metric={section.get('metric')!r} is unknown; use one of "
+                          f"{', '.join(METRICS)}")
 
 
 def resolve_resume_dir(cfg: DictConfig) -> Path | None:

@@ -30,7 +30,8 @@ from agentforge.builders import (
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
 from agentforge.launch.placement import record_placement
-from agentforge.learner import Learner, LearnerConfig, samples_from_groups
+from agentforge.learner import Learner
+from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.learner.memory import check_memory_fit
 from agentforge.reliability.reaper import start_reaper
 from agentforge.rollout.metrics import diversity_summary, rollout_summary
@@ -39,8 +40,10 @@ from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
-from agentforge.training.config import resolve_resume_dir
+from agentforge.training.config import learner_config_for_run, optimizer_steps_per_iteration, resolve_resume_dir
+from agentforge.training.dynamic_sampling import DynamicSampling, play_with_signal
 from agentforge.training.interrupt import Preempted, critical, preemption_requested
+from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.preflight import preflight
 from agentforge.training.summary import eval_row, summary_table, verdict, view_hint
 from agentforge.types import Group
@@ -82,9 +85,15 @@ class Trainer:
             from agentforge.training.rft import check_rft_config
 
             check_rft_config(cfg.rft)
-        total_steps = int(self.tcfg.iterations) + warm_start_budget(cfg, self.warm_start_modes)
-        learner_cfg = LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": total_steps})
+        learner_cfg = learner_config_for_run(cfg)
+        total_steps = int(self.tcfg.iterations) * optimizer_steps_per_iteration(cfg, learner_cfg) + \
+            warm_start_budget(cfg, self.warm_start_modes)  # the LR schedule counts optimizer steps
+        learner_cfg = learner_config_for_run(cfg, total_steps)
         learner_cfg.validate_for_model(self.spec.path)
+        loss = learner_cfg.loss
+        self.kl_penalty = KLRewardPenalty(loss.kl_coef, loss.kl_estimator, loss.kl_clamp, loss.kl_target,
+                                          loss.kl_horizon) if loss.kl_in == "reward" and loss.kl_coef > 0 else None
+        self.dynamic_sampling = DynamicSampling.from_config(self.tcfg.get("dynamic_sampling"))
         check_memory_fit(self.spec.path, learner_cfg)
         console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
                       f"{cfg.engine.name} · run dir {self.run_dir}")
@@ -127,6 +136,8 @@ class Trainer:
         state = checkpoint.trainer_state
         self.sampler.load_state_dict(state["sampler"])
         self.history = state.get("history", {})
+        if self.kl_penalty is not None:
+            self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
         set_rng_state(checkpoint.rng)
         self.start_iteration = checkpoint.iteration
@@ -152,34 +163,64 @@ class Trainer:
         self.history[str(iteration)] = summary
         return summary
 
+    def play(self, iteration: int, progress: TrainProgress | None = None) -> tuple[Any, list[Group], dict[str, float]]:
+        """The iteration's groups: one batch of tasks, or with DAPO's dynamic sampling as many batches as it takes
+        (within `max_rounds`) to fill the batch with groups whose rewards differ. Also every group played (the
+        rollout summary's) and the dynamic-sampling counts."""
+        def one_round(round_index: int) -> Any:
+            # round 0 is seeded as a plain iteration, so dynamic sampling off and on share the first batch
+            self.engine.reseed(iteration_seed(int(self.cfg.seed), iteration, salt=1000 * round_index))
+            tasks = self.sampler.sample(int(self.tcfg.tasks_per_iteration))
+            label = f"rollout {iteration + 1}" + (f" (round {round_index + 1})" if round_index else "")
+            callback = progress.rollout_callback(label) if progress else None
+            return self.train_workflow.run(self.ctx, tasks, int(self.tcfg.group_size), callback)
+
+        if not self.dynamic_sampling.enabled:
+            result = one_round(0)
+            return result, result.groups, {}
+        return play_with_signal(one_round, int(self.tcfg.tasks_per_iteration), self.dynamic_sampling)
+
     def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
         started = time.perf_counter()
-        self.engine.reseed(iteration_seed(int(self.cfg.seed), iteration))
-        tasks = self.sampler.sample(int(self.tcfg.tasks_per_iteration))
-        callback = progress.rollout_callback(f"rollout {iteration + 1}") if progress else None
-        result = self.train_workflow.run(self.ctx, tasks, int(self.tcfg.group_size), callback)
+        result, played, dynamic_metrics = self.play(iteration, progress)
         groups = result.groups
         t_rollout = time.perf_counter() - started
+        summary = rollout_summary(played, result.stats, result.metrics)  # env rewards, before any KL penalty
+
+        t0 = time.perf_counter()
+        name = f"algorithm {self.algorithm.name!r}"
+        samples, owners = policy_samples(groups, name)
+        if progress:
+            progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
+        prepare_metrics = self.learner.prepare(samples)  # old log-probs fixed (recompute), correction, reference
+        kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
+        t_prepare = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         advantages = self.algorithm.advantages(groups)
         span_advantages = self.algorithm.span_advantages(groups)
+        assign_advantages(samples, owners, groups, advantages, span_advantages, name)
         t_adv = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        samples = samples_from_groups(groups, advantages, span_advantages, f"algorithm {self.algorithm.name!r}")
-        if progress:
-            progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
-        learner_metrics = self.learner.step(samples)
-        t_update = time.perf_counter() - t0
+        if samples:
+            learner_metrics = self.learner.update(samples, prepared=True)
+        else:  # e.g. dynamic sampling found no group with signal within its rounds
+            learner_metrics = {"skipped": 1.0, "samples": 0.0, "tokens": 0.0}
+        t_update = time.perf_counter() - t0 + t_prepare
 
         t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
-        if learner_metrics.get("skipped"):
-            console.print(f"[yellow]iteration {iteration + 1}: non-finite loss, update skipped: {learner_metrics}")
+        if not samples:
+            console.print(f"[yellow]iteration {iteration + 1}: nothing to train (no trained turn in "
+                          f"{len(groups)} group(s)); update skipped")
+        elif learner_metrics.get("skipped"):
+            console.print(f"[yellow]iteration {iteration + 1}: update skipped (non-finite values; the learner's "
+                          f"warning names them): {learner_metrics}")
 
-        metrics: dict[str, Any] = {f"train/{k}": v for k, v in rollout_summary(groups, result.stats,
-                                                                               result.metrics).items()}
+        metrics: dict[str, Any] = {f"train/{k}": v for k, v in summary.items()}
         metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
+        metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in
+                        {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
@@ -217,6 +258,7 @@ class Trainer:
         metrics: dict[str, float] = {}
         for mode in self.warm_start_modes:
             metrics.update(self.expert_warm_start(progress) if mode == "expert" else self.rft_warm_start(progress))
+        self.learner.reset_reference()  # KL pulls toward the policy RL starts from, not the model as loaded
         return metrics
 
     def rft_warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
@@ -251,9 +293,10 @@ class Trainer:
 
     def save_checkpoint(self, iteration: int) -> None:
         with critical():  # a Ctrl-C waits for the checkpoint: it is either complete or absent
-            self.checkpoints.save(iteration, self.learner,
-                                  {"sampler": self.sampler.state_dict(), "history": self.history},
-                                  self.algorithm.state_dict())
+            state = {"sampler": self.sampler.state_dict(), "history": self.history}
+            if self.kl_penalty is not None:
+                state["kl_penalty"] = self.kl_penalty.state_dict()
+            self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict())
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:

@@ -296,7 +296,7 @@ def test_non_finite_advantage_or_loss_skips_the_update(model_dir):
     with Learner(model_dir, config(), in_process=True) as learner, \
             Learner(model_dir, config(), in_process=True) as clean:
         before = weights(learner)
-        for bad in (math.nan, math.inf, 3e38):  # 3e38 is finite, but the token sum overflows: caught in flight
+        for bad in (math.nan, math.inf, 3e38):  # 3e38 is finite, but its gradient is not: caught after backward
             samples = with_learner_logprobs(learner, make_batch())
             samples[1].advantage = bad
             metrics = learner.step(samples)

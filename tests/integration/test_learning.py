@@ -1,5 +1,5 @@
 """Proof of learning in CI: the full RL loop (vLLM engine, DeepSpeed learner, GRPO) raises the reward of the tiny
-model on a trivially learnable task.
+model on a trivially learnable task, under every policy loss, with two PPO epochs over mini-batches, and as Dr. GRPO.
 
 The task is a one-step bandit: the policy writes one token inside `<action>…</action>` (a `slot_fill` intervention
 scaffolds the tags, which are masked out of the loss) and earns 1 when that token contains the letter "a". A
@@ -43,13 +43,24 @@ PROMPTS.register("letter_bandit")(PromptTemplate(system="You write words.", turn
                                                  require_think=False))
 
 
-def test_grpo_raises_reward_on_a_learnable_task(tmp_path):
+OBJECTIVES = {
+    "vanilla": [],
+    "gspo": ["learner.loss.policy_loss=gspo"],
+    "cispo": ["learner.loss.policy_loss=cispo"],
+    "reinforce": ["learner.loss.policy_loss=reinforce"],
+    "ppo_epochs=2": ["learner.ppo_epochs=2", "learner.mini_batch_size=16"],
+    "dr_grpo": ["algorithm=dr_grpo"],
+}
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_grpo_raises_reward_on_a_learnable_task(tmp_path, objective):
     tokenizer = load_tokenizer(resolve_model({"name": "tiny"}))
     cfg = compose_config([
         "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=grpo",
         "trainer.iterations=8", "trainer.tasks_per_iteration=4", "trainer.group_size=8", "trainer.eval_every=0",
         "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=1", "agent.invalid_penalty=0",
-        "agent.sampling.max_new_tokens=8", "learner.lr=3e-2", "seed=0",
+        "agent.sampling.max_new_tokens=8", "learner.lr=3e-2", "seed=0", *OBJECTIVES[objective],
     ], run_dir=str(tmp_path))
     with open_dict(cfg):
         cfg.env = {"name": "letter_bandit", "letter": "a"}

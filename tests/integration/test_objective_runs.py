@@ -1,0 +1,110 @@
+"""The objective options through the whole training loop (tiny model, vLLM engine, DeepSpeed learner, Sokoban):
+the KL reference after a warm start, training at a temperature other than 1, every option at once with resume, and
+bad option values refused before anything loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentforge.config import compose_config
+from agentforge.errors import ConfigError
+from agentforge.training.preflight import preflight
+from agentforge.training.trainer import Trainer
+
+pytestmark = pytest.mark.integration
+
+BASE = [
+    "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "seed=0", "model.dtype=float32",
+    "engine.dtype=float32", "learner.dtype=float32", "env.dim_room=[6,6]", "env.max_steps=4", "agent.max_turns=2",
+    "agent.sampling.max_new_tokens=16", "agent.history_length=0", "trainer.tasks_per_iteration=2",
+    "trainer.group_size=4", "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=0",
+    "learner.lr=1e-3",
+]
+WARM = ["trainer.warm_start=true", "sft.num_tasks=8", "sft.epochs=2", "sft.batch_size=8", "sft.lr=3e-2"]
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def train(run_dir: Path, *overrides: str) -> list[dict]:
+    Trainer(compose_config([*BASE, *overrides], run_dir=str(run_dir))).fit()
+    return [r for r in rows(run_dir) if r["iteration"] >= 1]
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_kl_to_the_reference_is_zero_at_the_first_rl_step_after_a_warm_start(tmp_path, lora):
+    extra = ["learner.lora.enabled=true", "learner.lora.target_modules=[q_proj,v_proj]"] if lora else []
+    first = train(tmp_path / "run", "trainer.iterations=1", "learner.loss.kl_coef=0.1", *WARM, *extra)[0]
+    assert first["train/kl_ref"] == pytest.approx(0.0, abs=1e-6)  # was 0.036 (full) / 0.011 (LoRA) at this point
+
+
+def test_training_at_temperature_07_trains_the_tempered_policy(tmp_path):
+    # fp32 engine and learner: with the engine's tempered log-probs the first-step ratio is 1 (raw ones are far off)
+    first = train(tmp_path / "run", "trainer.iterations=1", "agent.sampling.temperature=0.7")[0]
+    assert first["train/logprob_mismatch"] < 1e-4 and first["train/clip_fraction"] == 0.0
+
+
+def test_every_option_at_once_trains_checkpoints_and_resumes(tmp_path):
+    options = [
+        "learner.loss.policy_loss=gspo", "learner.old_logprobs=recompute", "learner.ppo_epochs=2",
+        "learner.mini_batch_size=6", "learner.rollout_correction.is_level=sequence",
+        "learner.rollout_correction.rejection=geometric", "learner.loss.kl_coef=0.05", "learner.loss.kl_in=reward",
+        "learner.loss.kl_target=0.01", "learner.loss.kl_horizon=50", "trainer.checkpoint_every=1", *WARM,
+    ]
+    run_dir = tmp_path / "run"
+    got = train(run_dir, "trainer.iterations=2", *options)
+    assert len(got) == 2
+    for row in got:
+        for key in ("rollout/mismatch_k3", "rollout/is_weight_mean", "rollout/rejected_sequence_fraction",
+                    "kl_reward/coef", "kl_reward/kl", "train/optimizer_steps", "train/clip_fraction_epoch_2"):
+            assert key in row and row[key] == row[key], key  # present and not NaN
+        assert row["rollout/mismatch_abs_max"] < 1e-4  # fp32 engine = fp32 learner
+        assert row["train/optimizer_steps"] >= 2
+    assert got[0]["kl_reward/coef"] == pytest.approx(0.05)
+    assert got[1]["kl_reward/coef"] != got[0]["kl_reward/coef"]  # the adaptive controller moved beta
+    checkpoint = run_dir / "checkpoints" / "iter_000002"
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert state["kl_penalty"]["value"] != got[1]["kl_reward/coef"]  # beta after the second update
+    assert next(checkpoint.rglob("reference.safetensors"), None) is not None  # the warm start moved the reference
+    resumed = train(run_dir, "trainer.iterations=3", f"resume={run_dir}", *options)
+    assert [r["iteration"] for r in resumed] == [1, 2, 3]
+    beta_after_two = got[1]["kl_reward/coef"]
+    assert resumed[2]["kl_reward/coef"] != beta_after_two  # continued from the checkpointed beta, then moved
+
+
+def test_dynamic_sampling_plays_more_rounds_when_groups_have_no_signal(tmp_path):
+    """The tiny model fails every Sokoban room the same way: no group has signal, so every round is played and
+    nothing is trained (said, not hidden); with signal it stops at the first round."""
+    row = train(tmp_path / "run", "trainer.iterations=1", "trainer.dynamic_sampling.enabled=true",
+                "trainer.dynamic_sampling.max_rounds=3")[0]
+    played, dropped = row["dynamic/groups_played"], row["dynamic/groups_dropped"]
+    assert row["dynamic/rounds"] == 3 or (row["dynamic/rounds"] < 3 and row["dynamic/groups_short"] == 0)
+    assert played == 2 * row["dynamic/rounds"] and dropped == played - (2 - row["dynamic/groups_short"])
+    if row["dynamic/groups_short"] == 2:
+        assert row["train/skipped"] == 1.0 and row["train/samples"] == 0
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["agent.sampling.top_p=0.9"], "agent.sampling.top_p=0.9 \\(use 1.0\\)"),
+    (["agent.sampling.repetition_penalty=1.1"], "repetition_penalty=1.1"),
+    (["learner.loss.policy_loss=ppo"], "policy_loss='ppo' is unknown; use one of cispo, gspo, reinforce, vanilla"),
+    (["learner.loss.agg_mode=sum"], "agg_mode='sum' is unknown"),
+    (["learner.loss.kl_estimator=k4"], "kl_estimator='k4' is unknown"),
+    (["learner.loss.eps_low=1.2"], "eps_low=1.2 must be in"),
+    (["learner.ppo_epochs=0"], "ppo_epochs=0 must be an integer >= 1"),
+    (["learner.mini_batch_size=1000"], "mini_batch_size=1000 turns is not smaller than the largest possible batch"),
+    (["learner.old_logprobs=recompute", "learner.rollout_correction.rejection=token",
+      "learner.rollout_correction.rejection_threshold=0.5"], "inverted or empty"),
+    (["learner.rollout_correction.is_level=token"], "set learner.old_logprobs=recompute"),
+    (["trainer.dynamic_sampling.enabled=true", "trainer.dynamic_sampling.max_rounds=1"], "retry budget"),
+    (["trainer.dynamic_sampling.enabled=true", "trainer.dynamic_sampling.max_rounds=null"], "retry budget"),
+    (["algorithm=trajevolve", "agent.sampling.temperature=0.8"], "set learner.old_logprobs=recompute"),
+])
+def test_bad_objective_options_are_refused_before_anything_loads(tmp_path, overrides, message):
+    cfg = compose_config([*BASE, "trainer.iterations=1", *overrides], run_dir=str(tmp_path / "run"))
+    with pytest.raises(ConfigError, match=message):
+        preflight(cfg)

@@ -1,0 +1,201 @@
+"""Rollout correction (TIS/MIS), the KL-in-reward controller, DAPO's dynamic sampling, mini-batches and the options'
+validation, against hand-worked numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from agentforge.errors import ConfigError
+from agentforge.learner import LearnerConfig, TurnSample
+from agentforge.learner.group import combine_steps, mini_batches
+from agentforge.learner.objective import CorrectionSpec, mismatch_metrics, rollout_correction
+from agentforge.rollout.workflow import RolloutResult, RolloutStats
+from agentforge.training.dynamic_sampling import DynamicSampling, has_signal, play_with_signal
+from agentforge.training.kl_reward import KLRewardPenalty
+from agentforge.types import Group, Task, Trajectory, Turn
+
+pytestmark = pytest.mark.unit
+
+
+# --------------------------------------------------------------------------------------------- correction
+
+def logs(*ratios: float) -> np.ndarray:
+    return np.log(np.asarray(ratios, np.float64))
+
+
+def test_token_tis_truncates_each_weight():
+    learner, engine = [logs(1.0, 3.0, 0.5)], [np.zeros(3)]
+    out = rollout_correction(learner, engine, [np.ones(3, bool)], CorrectionSpec(is_level="token", is_threshold=2.0))
+    np.testing.assert_allclose(out.weights[0], [1.0, 2.0, 0.5], rtol=1e-6)
+    assert out.keep[0].all() and out.metrics["rollout/is_truncated_fraction"] == pytest.approx(1 / 3)
+
+
+def test_sequence_tis_uses_the_product_of_ratios_for_every_token():
+    learner, engine = [logs(1.5, 1.2), logs(0.5, 0.8)], [np.zeros(2), np.zeros(2)]
+    masks = [np.ones(2, bool), np.ones(2, bool)]
+    out = rollout_correction(learner, engine, masks, CorrectionSpec(is_level="sequence", is_threshold=2.0))
+    np.testing.assert_allclose(out.weights[0], [1.8, 1.8], rtol=1e-6)
+    np.testing.assert_allclose(out.weights[1], [0.4, 0.4], rtol=1e-6)
+
+
+def test_rejection_by_token_sequence_and_geometric_mean():
+    learner = [logs(1.0, 3.0, 1.0), logs(1.5, 1.5, 1.5)]  # product 3.375, geometric mean 1.5
+    engine = [np.zeros(3), np.zeros(3)]
+    masks = [np.ones(3, bool), np.array([True, True, True])]
+    token = rollout_correction(learner, engine, masks, CorrectionSpec(rejection="token", rejection_low=0.5,
+                                                                      rejection_high=2.0))
+    assert token.keep[0].tolist() == [True, False, True] and token.keep[1].all()
+    assert token.metrics["rollout/rejected_token_fraction"] == pytest.approx(1 / 6)
+    sequence = rollout_correction(learner, engine, masks, CorrectionSpec(rejection="sequence", rejection_low=0.5,
+                                                                         rejection_high=2.0))
+    assert not sequence.keep[0].any() and not sequence.keep[1].any()  # products 3 and 3.375
+    geometric = rollout_correction(learner, engine, masks, CorrectionSpec(rejection="geometric", rejection_low=0.5,
+                                                                          rejection_high=2.0))
+    assert geometric.keep[0].all() and geometric.keep[1].all()  # 3^(1/3) = 1.44 and 1.5 are inside the band
+    assert geometric.metrics["rollout/rejected_sequence_fraction"] == 0.0
+
+
+def test_non_loss_tokens_never_count():
+    learner, engine = [logs(50.0, 1.0)], [np.zeros(2)]
+    out = rollout_correction(learner, engine, [np.array([False, True])],
+                             CorrectionSpec(is_level="sequence", rejection="sequence"))
+    assert out.keep[0].tolist() == [False, True] and out.weights[0][1] == pytest.approx(1.0)
+
+
+def test_mismatch_metrics():
+    learner, engine = [np.array([-1.0, -2.0])], [np.array([-1.1, -2.0])]
+    m = mismatch_metrics(learner, engine, [np.ones(2, bool)])
+    assert m["rollout/mismatch_abs_max"] == pytest.approx(0.1)
+    assert m["rollout/mismatch_k3"] == pytest.approx((math.exp(0.1) - 0.1 - 1) / 2)
+    assert m["rollout/is_weight_max"] == pytest.approx(math.exp(0.1))
+
+
+# --------------------------------------------------------------------------------------------- KL in reward
+
+def turn_with(reward: float) -> Turn:
+    return Turn(prompt_ids=[1], response_ids=[2, 3], logprobs=[0.0, 0.0], forced_mask=[False, False],
+                response_text="", action=None, valid=True, reward=reward, env_reward=reward, anchor="a",
+                observation="")
+
+
+def kl_sample(old: list[float], ref: list[float]) -> TurnSample:
+    return TurnSample(input_ids=[1, 2, 3], loss_mask=[False, True, True], old_logprobs=[0.0, *old],
+                      advantage=0.0, prompt_len=1, ref_logprobs=[0.0, *ref])
+
+
+def test_kl_penalty_is_subtracted_from_each_turn_reward():
+    turns = [turn_with(1.0), turn_with(0.0)]
+    samples = [kl_sample([-1.0, -1.0], [-1.5, -1.0]), kl_sample([-2.0, -2.0], [-2.0, -2.0])]
+    penalty = KLRewardPenalty(0.1, estimator="k1")
+    metrics = penalty.apply(samples, turns)
+    assert turns[0].reward == pytest.approx(1.0 - 0.1 * 0.5) and turns[1].reward == 0.0
+    assert metrics["kl_reward/kl"] == pytest.approx((0.25 + 0.0) / 2)
+    assert penalty.value == 0.1  # fixed
+
+
+def test_adaptive_controller_follows_ziegler_et_al():
+    penalty = KLRewardPenalty(0.1, estimator="k1", target=0.05, horizon=10)
+    turns = [turn_with(0.0), turn_with(0.0)]
+    penalty.apply([kl_sample([-1.0, -1.0], [-1.5, -1.5]), kl_sample([-1.0, -1.0], [-1.5, -1.5])], turns)
+    # KL 0.5 ≫ target: error clipped at +0.2, beta *= 1 + 0.2 * 2 / 10
+    assert penalty.value == pytest.approx(0.1 * 1.04)
+    assert KLRewardPenalty(0.0).state_dict() == {"value": 0.0}
+
+
+# ---------------------------------------------------------------------------------------- dynamic sampling
+
+def group(seed: int, returns: list[float]) -> Group:
+    task = Task("bandit", seed)
+    return Group(task, [Trajectory(task, i, [turn_with(r)]) for i, r in enumerate(returns)])
+
+
+def test_groups_without_signal_are_replaced_by_more_rounds_within_the_budget():
+    rounds = [[group(0, [1, 1]), group(1, [0, 1])], [group(2, [0, 0]), group(3, [1, 0])],
+              [group(4, [1, 0]), group(5, [0, 1])]]
+    played = []
+
+    def play(i: int) -> RolloutResult:
+        played.append(i)
+        return RolloutResult(rounds[i], RolloutStats(turns=2), {"hook": float(i)})
+
+    result, every, counts = play_with_signal(play, 2, DynamicSampling(True, "return", 4))
+    assert played == [0, 1] and [g.task.seed for g in result.groups] == [1, 3]
+    assert counts == {"dynamic/rounds": 2.0, "dynamic/groups_played": 4.0, "dynamic/groups_dropped": 2.0,
+                      "dynamic/groups_short": 0.0}
+    assert len(every) == 4 and result.stats.turns == 4 and result.metrics["hook"] == 0.5
+    played.clear()
+    short, _, counts = play_with_signal(play, 5, DynamicSampling(True, "return", 2))
+    assert played == [0, 1] and counts["dynamic/groups_short"] == 3.0 and len(short.groups) == 2
+
+
+def test_signal_by_return_or_by_success():
+    g = group(0, [1.0, 1.0])
+    g.trajectories[0].won = True
+    assert not has_signal(g, "return") and has_signal(g, "won")
+
+
+# ------------------------------------------------------------------------------------------- mini-batches
+
+def sample(tokens: int) -> TurnSample:
+    return TurnSample(input_ids=np.arange(tokens + 1), loss_mask=np.r_[False, np.ones(tokens, bool)],
+                      old_logprobs=np.zeros(tokens + 1), advantage=1.0, prompt_len=1)
+
+
+def test_mini_batches_by_turns_and_by_tokens():
+    samples = [sample(n) for n in (5, 3, 8, 2, 4)]
+    assert mini_batches(samples, None, "turns", None) == [samples]
+    by_turns = mini_batches(samples, 2, "turns", None)
+    assert [len(p) for p in by_turns] == [2, 2, 1]
+    by_tokens = mini_batches(samples, 8, "tokens", None)
+    assert [sum(s.num_loss_tokens for s in p) for p in by_tokens] == [8, 8, 6]  # whole samples, >= 8 each
+    shuffled = mini_batches(samples, 2, "turns", np.random.default_rng(0))
+    assert sorted(id(s) for p in shuffled for s in p) == sorted(id(s) for s in samples)
+    assert mini_batches(samples, 9, "turns", None) == [samples]
+
+
+def test_combine_steps_reports_each_epochs_clip_fraction():
+    steps = [{"tokens": 10.0, "samples": 2.0, "clip_fraction": 0.0, "loss": 1.0, "grad_norm": 1.0, "lr": 1e-3,
+              "epoch": 1.0},
+             {"tokens": 10.0, "samples": 2.0, "clip_fraction": 0.4, "loss": 3.0, "grad_norm": 3.0, "lr": 2e-3,
+              "epoch": 2.0}]
+    out = combine_steps(steps)
+    assert out["clip_fraction_epoch_1"] == 0.0 and out["clip_fraction_epoch_2"] == pytest.approx(0.4)
+    assert out["loss"] == pytest.approx(2.0) and out["tokens"] == 10.0 and out["optimizer_steps"] == 2.0
+    assert out["grad_norm"] == 2.0 and out["lr"] == 2e-3
+    assert combine_steps(steps[:1]) == {k: v for k, v in steps[0].items() if k != "epoch"}
+
+
+# -------------------------------------------------------------------------------------------------- config
+
+@pytest.mark.parametrize("values,message", [
+    ({"loss": {"policy_loss": "ppo2"}}, "loss.policy_loss='ppo2' is unknown; use one of cispo, gspo, reinforce"),
+    ({"loss": {"agg_mode": "mean"}}, "loss.agg_mode='mean' is unknown; use one of token-mean"),
+    ({"loss": {"kl_estimator": "k9"}}, "loss.kl_estimator='k9' is unknown; use one of k1, k2, k3"),
+    ({"loss": {"eps_low": 1.5}}, r"loss.eps_low=1.5 must be in \[0, 1\)"),
+    ({"loss": {"clip_ratio_c": 0.5}}, "loss.clip_ratio_c=0.5 must be > 1"),
+    ({"ppo_epochs": 0}, "ppo_epochs=0 must be an integer >= 1"),
+    ({"mini_batch_size": 0}, "mini_batch_size=0 must be an integer >= 1"),
+    ({"old_logprobs": "vllm"}, "old_logprobs='vllm' is unknown"),
+    ({"old_logprobs": "recompute", "rollout_correction": {"rejection": "sequence", "rejection_threshold": 2.0,
+                                                          "rejection_threshold_lower": 3.0}},
+     "bounds are inverted or empty"),
+    ({"rollout_correction": {"is_level": "token"}}, "set learner.old_logprobs=recompute"),
+    ({"old_logprobs": "recompute", "rollout_correction": {"is_level": "tok"}}, "is_level='tok' is unknown"),
+    ({"loss": {"kl_target": 0.1}}, "needs loss.kl_in=reward"),
+])
+def test_bad_objective_options_name_the_key_and_the_fix(values, message):
+    with pytest.raises(ConfigError, match=message):
+        LearnerConfig.from_mapping(values).validate()
+
+
+def test_policy_loss_defaults_fill_the_clip_and_aggregation():
+    gspo = LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}).objective_spec()
+    assert (gspo.clip.eps_low, gspo.clip.eps_high, gspo.agg_mode) == (3e-4, 4e-4, "seq-mean-token-mean")
+    vanilla = LearnerConfig().objective_spec()
+    assert (vanilla.clip.eps_low, vanilla.clip.eps_high, vanilla.clip.clip_ratio_c) == (0.2, 0.28, 3.0)
+    assert vanilla.agg_mode == "token-mean"
+    gpg = LearnerConfig.from_mapping({"loss": {"policy_loss": "gpg", "agg_mode": "seq-mean-token-sum"}})
+    assert gpg.validate().objective_spec().policy_loss == "reinforce"
