@@ -255,6 +255,7 @@ def strata_levels(groups: Sequence[Group], c: StraTAConfig, judgment: bool) -> S
                                       "'strata' needs episodes played by its own rollout hooks (Algorithm.workflow)")
             by_strategy.setdefault(int(trajectory.meta["strategy_index"]), []).append(trajectory)
         slot_of: dict[int, int] = {}
+        per_trajectory: dict[int, tuple[list[float], int]] = {}
         for index in sorted(by_strategy):
             members = by_strategy[index]
             outcomes = [outcome(t, c.outcome) for t in members]
@@ -277,8 +278,11 @@ def strata_levels(groups: Sequence[Group], c: StraTAConfig, judgment: bool) -> S
             segment = n_segments
             n_segments += 1
             for trajectory, r in zip(members, outcomes, strict=True):
-                limit = int(trajectory.meta.get("action_token_limit", 0)) or max(
-                    [len(t.response_ids) for t in trajectory.turns] or [1])
+                if "action_token_limit" not in trajectory.meta:
+                    raise AgentforgeError(f"a trajectory of {group.task.describe()} has no action_token_limit (the "
+                                          "L_max of the length penalty, agent.sampling.max_new_tokens): algorithm "
+                                          "'strata' needs episodes played by its own rollout hooks")
+                limit = int(trajectory.meta["action_token_limit"])
                 flagged = set(trajectory.meta.get("flagged_steps", ()))
                 rewards = []
                 for number, turn in enumerate(trajectory.turns, start=1):
@@ -289,8 +293,13 @@ def strata_levels(groups: Sequence[Group], c: StraTAConfig, judgment: bool) -> S
                     for key, value in (("outcome", r), ("length", a_len), ("format", a_fmt), ("judgment", a_judge)):
                         parts[key].append(value)
                 trajectory.meta["strata_rewards"] = [round(x, 6) for x in rewards]
-                turn_rewards.extend(rewards)
-                turn_segment.extend([segment] * len(rewards))
+                per_trajectory[id(trajectory)] = (rewards, segment)
+        # per-step values in the order the learner walks turns (group -> trajectory -> turn), whatever order the
+        # strategies' members come in
+        for trajectory in group.trajectories:
+            rewards, segment = per_trajectory[id(trajectory)]
+            turn_rewards.extend(rewards)
+            turn_segment.extend([segment] * len(rewards))
         for trajectory in group.trajectories:
             for span in trajectory.spans:
                 if LossRole(span.role).trained:

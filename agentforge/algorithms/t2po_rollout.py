@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentforge.engines.interventions import InterventionSpec, register_token_pieces, self_calibrated_uncertainty
 from agentforge.errors import AgentforgeError
-from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.hooks import MAX_TURN_ATTEMPTS, RolloutHooks
 from agentforge.types import Completion, SamplingConfig
 
 if TYPE_CHECKING:
@@ -106,6 +106,11 @@ class T2POHooks(RolloutHooks):
         self.scores = {e.slot: [] for e in episodes}
         self.counts = dict.fromkeys(self.counts, 0)
         self.gammas = []
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """TDS keeps the last of max_try + 1 attempts whatever its score (the authors' loop): no other cap."""
+        return max(int(self.config.max_try) + 1, MAX_TURN_ATTEMPTS)
 
     def review_turns(self, episodes: list[Episode], completions: list[Completion], attempt: int,
                      ctx: RolloutContext) -> list[bool]:

@@ -5,10 +5,14 @@ label every step of every won episode Necessary or Redundant by replay (`necessi
 discriminator (`discriminator`) learns those labels and labels the other steps; here the base advantage is GiGPO's,
 and a redundant step of a trajectory whose episode advantage A_E is positive gets a non-positive one:
 
-    redundant_credit = zero   → A_t = 0                         (default, project choice)
-                       negate → A_t = −|A_t|
-                       scale  → A_t = −redundant_scale · |A_t|  (0 = zero, 1 = negate)
+    redundant_credit = zero   → A_t = min(A_t, 0)                          (default, project choice)
+                       negate → A_t = min(A_t, −|A_t|) = −|A_t|
+                       scale  → A_t = min(A_t, −redundant_scale · |A_t|)  (0 = zero, 1 = negate)
                        none   → A_t unchanged: GiGPO's advantage (with evolve=true: "GiGPO + evolution module")
+
+The min keeps GiGPO's push-down where it was already stronger (a wall bump repeated at one state has a negative
+step advantage; replacing it by 0 or −s·|A| would push it down less than GiGPO alone): the paper asks for a
+non-positive advantage and is silent on the mapping; this is the one that never raises a redundant step.
 
 Necessary steps, steps of trajectories with A_E ≤ 0 and unlabelled steps (failures, diverged replays) keep GiGPO's
 advantage. "Positive-advantage trajectory" is read as A_E > 0 (the trajectory-level part of GiGPO's advantage), so
@@ -154,15 +158,16 @@ class TrajEvolve(GiGPO):
 
     @property
     def credit_scale(self) -> float:
-        """s in A_t = −s·|A_t| for a redundant step of a positive-advantage trajectory."""
+        """s in A_t = min(A_t, −s·|A_t|) for a redundant step of a positive-advantage trajectory."""
         return {"zero": 0.0, "negate": 1.0}.get(self.config.redundant_credit, float(self.config.redundant_scale))
 
 
 def hindsight_credit(advantages: np.ndarray, episode: np.ndarray, redundant: np.ndarray, scale: float) -> np.ndarray:
-    """Per turn: −scale·|A| where the turn is redundant and its trajectory's episode advantage is positive, else A."""
+    """Per turn: min(A, −scale·|A|) where the turn is redundant and its trajectory's episode advantage is positive
+    (never above what GiGPO gave it), else A."""
     hit = redundant & (episode > 0)
     out = advantages.astype(np.float64, copy=True)
-    out[hit] = -scale * np.abs(advantages[hit])
+    out[hit] = np.minimum(advantages[hit], -scale * np.abs(advantages[hit]))
     return out
 
 

@@ -54,14 +54,18 @@ def next_token_uncertainty(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     `Intervention.current_uncertainty` returns. Pass raw logits (before penalties, temperature, top-k/p, forcing).
     Masked (-inf) entries count as probability 0, not NaN.
 
-    One softmax and no log-softmax: with lse = logsumexp(x), p_max = exp(x_max - lse), so lse = x_max - log p_max
-    and H = lse - sum(p * x). About 30% cheaper on CPU than softmax + log_softmax, same values to ~1e-5 nats.
+    One softmax of the max-shifted logits z = x − max(x) and no log-softmax: p_max = exp(−logsumexp(z)), so
+    H = −log p_max − Σ p·z. Shifting first keeps the two terms small (unshifted, logsumexp(x) and Σ p·x are both near
+    max(x) and their difference cancels digits). Measured against fp64 on 64 rows of Gaussian logits: max error 2.5e-5
+    nats at |V| = 151,936 and logit scale 5 (a plain fp32 log_softmax: 5.2e-5; the unshifted form was 3.1e-4, 7.3e-4
+    with logits offset by +30), 5e-6 at |V| = 49,152 (SmolLM2's). About 20 % slower than the unshifted form, still
+    cheaper than softmax + log_softmax.
     """
     logits = logits.float()
-    probs = logits.softmax(-1)
+    shifted = (logits - logits.amax(-1, keepdim=True)).clamp(min=torch.finfo(torch.float32).min)
+    probs = shifted.softmax(-1)
     top_prob = probs.amax(-1)
-    weighted = (probs * logits.clamp(min=torch.finfo(torch.float32).min)).sum(-1)
-    return logits.amax(-1) - top_prob.log() - weighted, top_prob
+    return -top_prob.log() - (probs * shifted).sum(-1), top_prob
 
 
 class UncertaintyRecord:

@@ -23,7 +23,8 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
 from agentforge.types import Completion, SamplingConfig, Task
 
-# A turn may be regenerated this many times at most, whatever a hook asks: a hook that never accepts must not hang.
+# A turn may be generated this many times at most unless the hooks bound it themselves (`max_turn_attempts`): a
+# hook that never accepts must not hang.
 MAX_TURN_ATTEMPTS = 16
 
 
@@ -43,6 +44,12 @@ class RolloutHooks:
 
     def turn_sampling(self, ctx: RolloutContext) -> SamplingConfig:
         return ctx.config.sampling
+
+    @property
+    def max_turn_attempts(self) -> int:
+        """How many times one turn may be generated before the workflow gives up (hooks whose review is bounded by
+        their own option, like T2PO's max_try, say so here)."""
+        return MAX_TURN_ATTEMPTS
 
     def review_turns(self, episodes: list[Episode], completions: list[Completion], attempt: int,
                      ctx: RolloutContext) -> list[bool]:

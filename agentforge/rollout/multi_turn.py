@@ -15,7 +15,7 @@ from agentforge.agent.parsing import ParsedResponse, parse_response, think_token
 from agentforge.agent.prompts import HistoryEntry
 from agentforge.envs.replay import ReplayResult
 from agentforge.errors import AgentforgeError, ConfigError
-from agentforge.rollout.hooks import MAX_TURN_ATTEMPTS, RolloutHooks
+from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.workflow import (
     Episode,
     EpisodePlan,
@@ -146,10 +146,11 @@ class MultiTurnWorkflow(RolloutWorkflow):
     def _generate_reviewed(self, ctx: RolloutContext, active: list[Episode], prompts: list[list[int]],
                            step: int) -> list[Completion]:
         """Generate the turn for every active episode; turns the hooks reject are generated again from the same
-        prompt (the rejected attempt is kept as a NOT_TRAINED span), at most MAX_TURN_ATTEMPTS times."""
+        prompt (the rejected attempt is kept as a NOT_TRAINED span), at most `hooks.max_turn_attempts` times."""
         out: list[Completion | None] = [None] * len(active)
         pending = list(range(len(active)))
-        for attempt in range(MAX_TURN_ATTEMPTS):
+        limit = int(self.hooks.max_turn_attempts)
+        for attempt in range(limit):
             batch = [active[i] for i in pending]
             specs = [self.hooks.turn_intervention(e, ctx) for e in batch]
             interventions = specs if any(s is not None for s in specs) else None
@@ -173,7 +174,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
             if not pending:
                 return [c for c in out if c is not None]
         raise AgentforgeError(f"rollout hooks {self.hooks.name!r} rejected turn {step} of {len(pending)} episode(s) "
-                              f"{MAX_TURN_ATTEMPTS} times in a row; a review must accept a turn after a bounded number "
+                              f"{limit} times in a row; a review must accept a turn after a bounded number "
                               "of attempts (e.g. T2PO's max_try)")
 
 

@@ -345,6 +345,18 @@ def test_ray_actor_ranks_match_the_in_process_rank(model_dir):
             for name, tensor in weights(two).items():
                 torch.testing.assert_close(tensor, local_weights[name], atol=1e-4, rtol=0)
                 assert (tensor - local_weights[name]).abs().gt(1e-5).float().mean() < 1e-3, name
+        # sequence-level objectives too: GSPO's per-turn ratio and Dr. GRPO's normaliser over two ranks
+        loss = {"policy_loss": "gspo", "agg_mode": "seq-mean-token-sum-norm", "loss_scale_factor": 16}
+        shifted = make_batch()
+        with Learner(model_dir, config(loss=loss), in_process=True) as local:
+            with_learner_logprobs(local, shifted)
+            for sample in shifted:
+                sample.old_logprobs[sample.prompt_len:] -= 0.01
+            expected = local.update(shifted)
+        with Learner(model_dir, config(in_process=False, num_ranks=2, micro_batch_tokens=24, loss=loss)) as two:
+            got = two.update(shifted)
+        assert got["loss"] == pytest.approx(expected["loss"], rel=1e-5)
+        assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-4)
     finally:
         if started_here:  # leave a runtime that other test modules share alone
             ray.shutdown()

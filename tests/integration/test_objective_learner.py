@@ -138,6 +138,14 @@ def test_the_clip_acts_from_the_second_epoch(model_dir):
         assert learner.optimizer_steps() == 6
 
 
+def test_the_lr_schedule_counts_optimizer_steps(model_dir):
+    cfg = config(ppo_epochs=2, mini_batch_size=2, lr_schedule="linear", total_steps=12)
+    with Learner(model_dir, cfg, in_process=True) as learner:
+        learner.update(engine_logprobs(learner, make_batch()))
+        rates = [s["lr"] for s in learner.last_steps]
+    assert rates == pytest.approx([1e-3 * (1 - k / 12) for k in range(6)])
+
+
 def test_mini_batch_order_is_seeded_and_reproducible(model_dir):
     results = []
     for _ in range(2):

@@ -105,19 +105,20 @@ def ctx(engines):
     pool.close()
 
 
-def test_tds_regenerates_turns_from_the_same_state_and_never_trains_them(ctx):
-    algorithm = make_algorithm({"name": "t2po", "eta": 1.0, "max_try": 2, "min_think_tokens": 2, "tti_window": 1,
-                                "tti_epsilon": 1.0})
+@pytest.mark.parametrize("max_try", [2, 20])  # 20: above the workflow's default cap of 16 attempts per turn
+def test_tds_regenerates_turns_from_the_same_state_and_never_trains_them(ctx, max_try):
+    algorithm = make_algorithm({"name": "t2po", "eta": 1.0, "max_try": max_try, "min_think_tokens": 2,
+                                "tti_window": 1, "tti_epsilon": 1.0})
     hooks_workflow = algorithm.workflow("train")
     tasks = TaskSampler("sokoban", "train").sample(2)
     result = hooks_workflow.run(ctx, tasks, 2)
     trajectories = [t for g in result.groups for t in g.trajectories]
     later_turns = sum(max(0, t.length - 1) for t in trajectories)
     discarded = [s for t in trajectories for s in t.spans]
-    # η = 1: every later turn whose score moved at all is discarded max_try = 2 times, then kept
+    # η = 1: every later turn whose score moved at all is discarded max_try times, then kept (the authors' loop)
     assert result.metrics["t2po/tds_checked"] == later_turns > 0
     assert len(discarded) == result.stats.regenerated_turns == result.metrics["t2po/tds_regenerated"]
-    assert len(discarded) == 2 * later_turns
+    assert len(discarded) == max_try * later_turns
     assert all(s.role == LossRole.NOT_TRAINED and s.kind == "discarded_turn" for s in discarded)
     for t in trajectories:
         for span in t.spans:  # regenerated from the same prompt as the kept turn

@@ -247,6 +247,25 @@ def test_the_learner_trains_strategies_with_strategy_advantages_and_never_judgme
     assert not action_format_ok(groups[0].trajectories[1].turns[1])
 
 
+def test_per_step_values_follow_the_learners_turn_order_whatever_the_strategy_order():
+    """One group holding strategy 1 (lost) then strategy 0 (won), one turn each: the learner walks group ->
+    trajectory -> turn, so the action rewards must be [0, 1] (they were emitted in strategy order: [1, 0])."""
+    group = Group(TASK, [trajectory(1, 0, [make_turn(3)]), trajectory(0, 0, [make_turn(3)], won=True)])
+    levels = strata_levels([group], StraTAConfig(num_strategies=2, rollouts_per_strategy=1), judgment=False)
+    np.testing.assert_allclose(levels.action_rewards, [0.0, 1.0])
+    algorithm = make_algorithm({"name": "strata", "num_strategies": 2, "rollouts_per_strategy": 1, "sigma": 1})
+    advantages = algorithm.advantages([group])
+    samples = samples_from_groups([group], advantages, algorithm.span_advantages([group]), "algorithm 'strata'")
+    assert [s.advantage for s in samples] == pytest.approx(list(levels.action_advantages))
+
+
+def test_a_trajectory_without_its_token_limit_is_refused_not_penalised_by_its_own_length():
+    lone = trajectory(0, 0, [make_turn(3)])
+    del lone.meta["action_token_limit"]
+    with pytest.raises(AgentforgeError, match="no action_token_limit"):
+        strata_levels([Group(TASK, [lone])], StraTAConfig(num_strategies=1, rollouts_per_strategy=1), judgment=False)
+
+
 def test_advantages_refuse_trajectories_not_played_by_strata():
     with pytest.raises(AgentforgeError, match="no strategy_index"):
         make_algorithm({"name": "strata", "sigma": 1}).advantages([Group(TASK, [Trajectory(TASK, 0, [make_turn(2)])])])

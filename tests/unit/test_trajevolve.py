@@ -62,6 +62,14 @@ def test_hindsight_credit_touches_only_redundant_turns_with_a_positive_episode_a
                                                 0.5), [0.5, -0.1])
 
 
+@pytest.mark.parametrize(("scale", "expected"), [(0.0, [-0.6, 0.0]), (0.5, [-0.6, -0.15]), (1.0, [-0.6, -0.3])])
+def test_hindsight_credit_never_raises_a_redundant_step_gigpo_already_pushed_down(scale, expected):
+    """A redundant wall bump with GiGPO advantage −0.6 in a won trajectory keeps −0.6 under every mapping (replacing
+    it by 0 or −s·0.6 pushed it down less than GiGPO alone); a redundant step at +0.3 becomes min(0.3, −s·0.3)."""
+    credited = hindsight_credit(np.array([-0.6, 0.3]), np.array([0.4, 0.4]), np.array([True, True]), scale)
+    np.testing.assert_allclose(credited, expected)
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"redundant_credit": "half"}, "redundant_credit='half' is not one of zero, negate, scale"),
     ({"redundant_scale": 1.5}, "redundant_scale=1.5"),

@@ -9,10 +9,11 @@
   0.1 if the title score < 0.1 and 0 if it is 0. The title score is the share of the goal product's title nouns
   that the bought product's title also has.
 
-Fuzzy score: the original calls thefuzz's `token_set_ratio`, which first drops the characters U+0080-U+00FF,
-lower-cases, turns every non-alphanumeric character into a space, and rounds the ratio to an integer. `fuzzy_score`
-does the same with rapidfuzz (no thefuzz dependency), so "x-large" vs "large" or "7.5" vs "7" score 100 as in the
-original, and a raw 85.2 rounds to 85 and does not match.
+Fuzzy score: the original calls thefuzz 0.19's `token_set_ratio` (its pin; no python-Levenshtein, so difflib's
+SequenceMatcher computes each ratio), which first drops the characters U+0080-U+00FF, turns every non-word
+character (regex `\W`: `_` is a word character, so "noise_cancelling" stays one token) into a space, lower-cases,
+and rounds the best of its three ratios to an integer. `fuzzy_score` is that computation (no thefuzz dependency), so
+"x-large" vs "large" or "7.5" vs "7" score 100 as in the original, and a raw 85.2 rounds to 85 and does not match.
 
 Colour normalisation is the original's `normalize_color`: the first word of its colour list (in the list's order)
 that occurs anywhere in the option, as a plain substring. So "navy-blue" → "blue", "a-black" → "black", and also the
@@ -30,10 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
 from typing import Any
-
-from rapidfuzz import fuzz
-from rapidfuzz.utils import default_process
 
 from agentforge.envs.webshop.data import Goal, Product
 
@@ -80,14 +79,36 @@ _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 _LATIN1_DROP = {code: None for code in range(128, 256)}  # thefuzz's `ascii_only` deletes exactly these
 
 
+_NON_WORD = re.compile(r"(?ui)\W")
+
+
 def fuzzy_process(text: str) -> str:
-    """thefuzz's `full_process(force_ascii=True)`: drop U+0080-U+00FF, then rapidfuzz's default processing."""
-    return default_process(str(text).translate(_LATIN1_DROP))
+    """thefuzz 0.19's `full_process(force_ascii=True)`: drop U+0080-U+00FF, every non-word character to a space,
+    lower-case, strip."""
+    return _NON_WORD.sub(" ", str(text).translate(_LATIN1_DROP)).lower().strip()
+
+
+def _ratio(a: str, b: str) -> int:
+    """thefuzz 0.19's `ratio` without python-Levenshtein: equal strings 100, an empty one 0, else difflib's ratio
+    (junk heuristic on, as `SequenceMatcher(None, a, b)`) ×100, rounded."""
+    if a == b:
+        return 100
+    if not a or not b:
+        return 0
+    return int(round(100 * SequenceMatcher(None, a, b).ratio()))
 
 
 def fuzzy_score(a: str, b: str) -> int:
-    """thefuzz's `token_set_ratio(a, b)` as the original scores it: processed strings, rounded to an integer."""
-    return int(round(fuzz.token_set_ratio(fuzzy_process(a), fuzzy_process(b))))
+    """thefuzz 0.19's `token_set_ratio(a, b)`: the sorted common tokens, and each side's common + own tokens, compared
+    pairwise; the best ratio."""
+    first, second = fuzzy_process(a), fuzzy_process(b)
+    if not first or not second:
+        return 0
+    tokens_a, tokens_b = set(first.split()), set(second.split())
+    common = " ".join(sorted(tokens_a & tokens_b))
+    with_a = f"{common} {' '.join(sorted(tokens_a - tokens_b))}".strip()
+    with_b = f"{common} {' '.join(sorted(tokens_b - tokens_a))}".strip()
+    return max(_ratio(common, with_a), _ratio(common, with_b), _ratio(with_a, with_b))
 
 
 def fuzzy_match(a: str, b: str) -> bool:
@@ -117,8 +138,9 @@ class TypeMatch:
 def type_reward(product: Product, goal: Goal, lexicon: Collection[str] | None = None) -> TypeMatch:
     """Is the bought product the *kind* of product asked for (query, category path, title nouns)?"""
     query_match = product.query == goal.query
-    bought_levels = {level.strip() for level in product.product_category.split("›")} - {""}
-    goal_levels = {level.strip() for level in goal.product_category.split("›")} - {""}
+    # empty levels count, as in the original ("a › b › " and "a › d › " share "a" and "": a match)
+    bought_levels = {level.strip() for level in product.product_category.split("›")}
+    goal_levels = {level.strip() for level in goal.product_category.split("›")}
     category_match = len(bought_levels & goal_levels) >= 2
     desired = title_nouns(goal.name, lexicon)
     bought = set(title_nouns(product.title, lexicon))
