@@ -44,10 +44,25 @@ def table_columns(descriptors: list[str], present: set[str] | None = None) -> li
     return columns
 
 
+def success_cell(metrics: dict[str, Any], digits: int = 4) -> str:
+    """The success rate with its 95 % Wilson interval over the row's episodes, so rows can be read as beyond noise
+    (intervals apart) or not."""
+    from agentforge.training.summary import wilson_interval
+
+    value, episodes = metrics.get("success_rate"), metrics.get("episodes")
+    text = _number(value, digits)
+    if text == "–" or not isinstance(episodes, int | float) or episodes <= 0:
+        return text
+    low, high = wilson_interval(float(value) * float(episodes), float(episodes))
+    return f"{text} [{low:.2f}, {high:.2f}]"
+
+
 def table_cells(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     columns = table_columns(report["descriptors"], {key for row in report["rows"] for key in row["metrics"]})
-    header = ["Method", *(c[0] for c in columns)]
-    rows = [[row["name"], *(_number(row["metrics"].get(key), digits, scale) for _, key, digits, scale in columns)]
+    header = ["Method", *(f"{c[0]} [95 %]" if c[1] == "success_rate" else c[0] for c in columns)]
+    rows = [[row["name"], *(success_cell(row["metrics"], digits) if key == "success_rate"
+                            else _number(row["metrics"].get(key), digits, scale)
+                            for _, key, digits, scale in columns)]
             for row in report["rows"]]
     return header, rows
 

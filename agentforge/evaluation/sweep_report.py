@@ -27,7 +27,7 @@ from agentforge.tracking.tracker import read_metrics
 FAILED_MARKER = "FAILED"  # written into a job's run dir by the CLI when the job raised
 STALE_SECONDS = 1800  # a job without summary whose files have not changed for this long is reported as failed
 DPP_SCALE = 1e3
-BASE_COLUMNS = (("success", "eval/success_rate"), ("return", "eval/mean_return"),
+BASE_COLUMNS = (("success [95 %]", "eval/success_rate"), ("return", "eval/mean_return"),
                 ("succ. len", "eval/mean_success_length"), ("tok/succ.", "eval/tokens_per_success"),
                 ("think tok/turn", "eval/think_tokens_per_turn"), ("forced turns", "eval/forced_turn_rate"),
                 ("regen./turn (train)", "train/regeneration_rate"),
@@ -228,11 +228,18 @@ def metric_header(key: str) -> str:
     return dict((k, h) for h, k in BASE_COLUMNS).get(key, key)
 
 
-def _cell(key: str, value: float | None) -> str:
+def _cell(key: str, value: float | None, metrics: dict[str, Any] | None = None) -> str:
     if value is None or not math.isfinite(value):
         return "–"
     if key.startswith("eval/div_dpp/"):
         return f"{value * DPP_SCALE:.3f}"
+    if key == "eval/success_rate" and metrics and isinstance(metrics.get("eval/episodes"), int | float) \
+            and metrics["eval/episodes"] > 0:
+        from agentforge.training.summary import wilson_interval
+
+        n = float(metrics["eval/episodes"])
+        low, high = wilson_interval(value * n, n)
+        return f"{value:.4f} [{low:.2f}, {high:.2f}]"  # 95 % interval: jobs differ beyond noise when apart
     return f"{value:.4f}" if "div_pair" in key or "success_rate" in key else f"{value:.3f}"
 
 
@@ -254,7 +261,7 @@ class SweepReport:
             if job.iterations and job.iteration is not None:
                 progress += f"/{job.iterations}"
             out.append([job.name, *(job.overrides.get(k, "–") for k in self.swept), job.status, progress,
-                        *(_cell(k, job.metrics.get(k)) for k in self.metrics)])
+                        *(_cell(k, job.metrics.get(k), job.metrics) for k in self.metrics)])
         return out
 
     def markdown(self) -> str:

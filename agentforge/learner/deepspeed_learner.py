@@ -23,6 +23,7 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import math
@@ -205,8 +206,12 @@ class DeepSpeedLearnerRank:
         optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr,
                                       betas=tuple(config.betas), weight_decay=config.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(config))
-        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size))
+        # DeepSpeed's BF16 optimizer prints memory reports with print(): into the log, not onto the console
+        with contextlib.redirect_stdout(io.StringIO()) as chatter:
+            self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+                model=model, optimizer=optimizer, lr_scheduler=scheduler, config=deepspeed_config(config, world_size))
+        if chatter.getvalue().strip():
+            log.debug("deepspeed.initialize printed:\n%s", chatter.getvalue().rstrip())
         self.device = self.engine.device
         if self.reference is not None:
             self.reference.to(self.device)

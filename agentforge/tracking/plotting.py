@@ -8,8 +8,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from agentforge.tracking.tracker import read_metrics  # noqa: E402
+from agentforge.training.summary import wilson_interval  # noqa: E402
 
 PANELS = [
     ("success rate", ["train/success_rate", "eval/success_rate"]),
@@ -24,10 +26,27 @@ PANELS = [
 SFT_PANELS = [("SFT loss", ["sft/loss"]), ("grad norm", ["sft/grad_norm"])]
 
 
+def rate_interval(row: dict, key: str) -> tuple[float, float] | None:
+    """The 95 % Wilson interval of a logged rate: success over the row's episodes, invalid actions over its turns;
+    None when the row does not say how many there were."""
+    prefix, _, name = key.partition("/")
+    episodes = row.get(f"{prefix}/episodes")
+    if not isinstance(episodes, int | float) or episodes <= 0 or not isinstance(row.get(key), int | float):
+        return None
+    if name == "success_rate":
+        n = float(episodes)
+    elif name == "invalid_action_rate" and isinstance(row.get(f"{prefix}/mean_turns"), int | float):
+        n = float(episodes) * float(row[f"{prefix}/mean_turns"])
+    else:
+        return None
+    return wilson_interval(float(row[key]) * n, n) if n > 0 else None
+
+
 def plot_training_curves(
     metrics_path: Path, out_path: Path, title: str = "", panels: list[tuple[str, list[str]]] | None = None
 ) -> Path:
-    """One PNG with a panel per quantity; train lines solid, eval lines dashed with markers."""
+    """One PNG with a panel per quantity; train lines solid, eval lines dashed with markers. Rates carry their 95 %
+    interval (eval: error bars, train: a band), so noise is visible at a glance; iterations are whole numbers."""
     rows = read_metrics(metrics_path)
     panels = panels or PANELS
     columns = min(3, len(panels))
@@ -35,13 +54,25 @@ def plot_training_curves(
     fig, axes = plt.subplots(rows_n, columns, figsize=(4.7 * columns, 3.5 * rows_n), squeeze=False)
     for ax, (label, keys) in zip(axes.flat, panels, strict=False):
         for key in keys:
-            points = [(r["iteration"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                style = {"linestyle": "--", "marker": "o"} if key.startswith("eval/") else {}
-                ax.plot(xs, ys, label=key, **style)
+            kept = [r for r in rows if isinstance(r.get(key), int | float)]
+            if not kept:
+                continue
+            xs, ys = [r["iteration"] for r in kept], [r[key] for r in kept]
+            intervals = [rate_interval(r, key) for r in kept]
+            known = all(i is not None for i in intervals)
+            if key.startswith("eval/"):
+                errors = [[y - lo for y, (lo, _) in zip(ys, intervals, strict=True)],
+                          [hi - y for y, (_, hi) in zip(ys, intervals, strict=True)]] if known else None
+                ax.errorbar(xs, ys, yerr=errors, linestyle="--", marker="o", capsize=3,
+                            label=f"{key} (95 %)" if known else key)
+            else:
+                (line,) = ax.plot(xs, ys, label=key)
+                if known:
+                    ax.fill_between(xs, [lo for lo, _ in intervals], [hi for _, hi in intervals],
+                                    color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_title(label)
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
@@ -69,6 +100,7 @@ def plot_runs_side_by_side(
     for ax, key in zip(axes.flat, keys, strict=False):
         ax.set_title(key)
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(keys):]:

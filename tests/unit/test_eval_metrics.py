@@ -79,6 +79,13 @@ def test_tables_show_dpp_in_thousandths_and_dashes_for_undefined_values():
     assert "| Invalid | Redundant | D^pair" in header
 
 
+def test_success_carries_its_95_percent_interval_when_the_episodes_are_known():
+    metrics = {"success_rate": 0.625, "episodes": 32, "mean_return": 1.0}
+    header, _, row = eval_markdown(report(metrics)).splitlines()[2:5]
+    assert "Success [95 %]" in header
+    assert "| GiGPO | 0.6250 [0.45, 0.77] |" in row  # Wilson over 32 episodes (the demo checkpoint's eval)
+
+
 def test_settings_reject_unknown_baselines_options_and_splits():
     with pytest.raises(ConfigError, match="valid baselines: pp, rp"):
         EvalSettings.from_config({"baselines": ["pp", "topk"]})

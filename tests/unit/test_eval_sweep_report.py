@@ -70,6 +70,16 @@ def test_statuses_swept_keys_and_latest_evals(sweep):
     rows = report.rows()
     assert rows[0][1:4] == ["0", "finished", "4/4"] and rows[3][-2] == "–"
     assert rows[0][header.index("D^dpp location (×10⁻³)")] == "0.800"
+    assert rows[0][header.index("success [95 %]")] == "0.9000"  # no episode count logged: no interval
+
+
+def test_success_cells_carry_their_95_percent_interval(tmp_path):
+    root = tmp_path / "multirun"
+    metrics = {**eval_metrics(0.625, 0.1), "eval/episodes": 32}
+    make_job(root, 0, ["recipe=tjpo_alfworld", "algorithm.lambda=0"], [(4, metrics)], summary={"iteration": 4,
+                                                                                                 **metrics})
+    report = build_report([read_job(p) for p in find_job_dirs([str(root)])])
+    assert report.rows()[0][report.header().index("success [95 %]")] == "0.6250 [0.45, 0.77]"
 
 
 def math_nan(value):

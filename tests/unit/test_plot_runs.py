@@ -22,3 +22,30 @@ def test_two_runs_side_by_side(tmp_path):
         runs[name] = run
     out = plot_runs_side_by_side(runs, ["train/success_rate", "eval/div_pair/x"], tmp_path / "cmp" / "runs.png", "t")
     assert out.exists() and out.stat().st_size > 10_000
+
+
+def test_training_curves_draw_rate_intervals_and_whole_iterations(tmp_path):
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from agentforge.tracking import plotting
+    from agentforge.training.summary import wilson_interval
+
+    rows = [{"iteration": i, "train/success_rate": 0.25, "train/episodes": 16, "train/mean_turns": 3.0,
+             "train/invalid_action_rate": 0.1}
+            | ({"eval/success_rate": 0.625, "eval/episodes": 32} if i in (0, 3) else {}) for i in range(4)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    assert plotting.rate_interval(rows[0], "eval/success_rate") == wilson_interval(20, 32)
+    assert plotting.rate_interval(rows[1], "train/invalid_action_rate") == pytest.approx(wilson_interval(4.8, 48))
+    assert plotting.rate_interval(rows[1], "eval/success_rate") is None
+    figures = []
+    original = plt.close
+    plotting.plt.close = figures.append  # keep the figure to look at it
+    try:
+        plotting.plot_training_curves(tmp_path / "metrics.jsonl", tmp_path / "curves.png")
+    finally:
+        plotting.plt.close = original
+    success = figures[0].axes[0]
+    assert any(isinstance(c, ErrorbarContainer) for c in success.containers)  # eval: error bars
+    assert success.collections  # train: a band
+    assert all(float(t).is_integer() for t in success.get_xticks())
