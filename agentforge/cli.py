@@ -19,7 +19,10 @@ from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.hardware import resolve_config_dtypes
 from agentforge.training.interrupt import EXIT_STATUS, interrupt_guard
 
-USAGE = """usage: agentforge <command> [key=value ...] [--multirun]
+USAGE = """usage: agentforge <command> [key=value ...] [--multirun] [-v]
+
+  -v, --verbose  also show other software's output (vLLM, DeepSpeed, Ray, transformers) on the console; it is
+                 always in <run dir>/console.log
 
 commands:
   train        RL training: rollout -> advantages -> DeepSpeed update -> weight sync, with eval and checkpoints
@@ -92,14 +95,20 @@ PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch")
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
 def hydra_app(cfg: DictConfig) -> None:
-    try:
-        announce_dtypes(cfg)
-        if cfg.command != "train":  # the Trainer runs it first thing (for API users too)
-            from agentforge.training.preflight import preflight
+    from agentforge.tracking.capture import output_to_log
+    from agentforge.tracking.progress import console
 
-            preflight(cfg)  # seconds, not the ~70 s it takes to start the model, the engine and Ray and then fail
-        with interrupt_guard():  # Ctrl-C: say so at once, abandon the step, close everything; twice: stop now
-            HYDRA_COMMANDS[cfg.command](cfg)
+    try:
+        # other software's output (vLLM, DeepSpeed's compiler, weight-loading bars, Ray) goes to <run dir>/console.log;
+        # the console shows agentforge's own lines (`-v` / logger.verbose=true: both)
+        with output_to_log(str(cfg.run_dir), bool(cfg.logger.get("verbose", False)), console):
+            announce_dtypes(cfg)
+            if cfg.command != "train":  # the Trainer runs it first thing (for API users too)
+                from agentforge.training.preflight import preflight
+
+                preflight(cfg)  # seconds, not the ~70 s it takes to start the model, the engine and Ray and then fail
+            with interrupt_guard():  # Ctrl-C: say so at once, abandon the step, close everything; twice: stop now
+                HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
         mark_failed(cfg, error)
         print(f"agentforge: error: {error}", file=sys.stderr)
@@ -114,10 +123,12 @@ def hydra_app(cfg: DictConfig) -> None:
 def announce_dtypes(cfg: DictConfig) -> None:
     """Resolve `auto` dtypes for this machine before the command reads them (its config.yaml then records them),
     and say what was chosen and why in one line; bf16 forced onto hardware that only emulates it is warned about."""
+    from agentforge.tracking.capture import terminal_err, terminal_out
+
     choice = resolve_config_dtypes(cfg)
-    print(choice.line, flush=True)
+    print(choice.line, file=terminal_out(), flush=True)
     for warning in choice.warnings:
-        print(f"agentforge: warning: {warning}", file=sys.stderr, flush=True)
+        print(f"agentforge: warning: {warning}", file=terminal_err(), flush=True)
 
 
 def in_multirun() -> bool:
@@ -247,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
             return 2
+        verbose = [a for a in rest if a in ("-v", "--verbose")]
+        rest = [a for a in rest if a not in verbose] + (["logger.verbose=true"] if verbose else [])
         flags, overrides = split_hydra_args(rest)
         contradicting = [o for o in overrides if o.lstrip("+~").startswith("command=") and o != f"command={command}"]
         if contradicting:

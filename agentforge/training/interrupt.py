@@ -52,7 +52,11 @@ class InterruptGuard:
     """Context manager: the stop protocol above while it is active (main thread only; a no-op elsewhere)."""
 
     def __init__(self, out: object = None) -> None:
-        self.out = out or sys.stderr
+        if out is None:
+            from agentforge.tracking.capture import terminal_err
+
+            out = terminal_err()  # the terminal, even while other software's output goes to the log
+        self.out = out
         self.requested = threading.Event()
         self._critical = 0
         self._pending = False
