@@ -19,6 +19,8 @@ from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.hardware import resolve_config_dtypes
 from agentforge.training.interrupt import EXIT_STATUS, interrupt_guard
 
+EXIT_CONFIG_ERROR = 2  # a config that cannot work (every problem listed); 1: any other agentforge error
+
 USAGE = """usage: agentforge <command> [key=value ...] [--multirun] [-v]
 
   -v, --verbose  also show other software's output (vLLM, DeepSpeed, Ray, transformers) on the console; it is
@@ -36,6 +38,7 @@ commands:
   view         write a run's trajectories as one static HTML page (filters, Sokoban/ALFWorld/WebShop drawings)
   launch slurm submit a training run as a Slurm job: a Ray cluster over its nodes, the trainer as its driver,
                requeued and resumed before the time limit (`agentforge launch help`; --dry-run prints the script)
+  config       every config key with its type, default and help (agentforge config [group [option]])
   envs list    list the registered environments
   envs check   build each env and play one random episode
 
@@ -90,15 +93,17 @@ def _run_sft(cfg: DictConfig) -> None:
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
     "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "rft": _run_rft, "eval": _run_eval,
 }
-PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch")
+PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config")
 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
 def hydra_app(cfg: DictConfig) -> None:
+    from agentforge.schema.config_check import check_config
     from agentforge.tracking.capture import output_to_log
     from agentforge.tracking.progress import console
 
     try:
+        check_config(cfg)  # every problem of the config at once, before anything is printed, imported or started
         # other software's output (vLLM, DeepSpeed's compiler, weight-loading bars, Ray) goes to <run dir>/console.log;
         # the console shows agentforge's own lines (`-v` / logger.verbose=true: both)
         with output_to_log(str(cfg.run_dir), bool(cfg.logger.get("verbose", False)), console):
@@ -111,10 +116,11 @@ def hydra_app(cfg: DictConfig) -> None:
                 HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
         mark_failed(cfg, error)
-        print(f"agentforge: error: {error}", file=sys.stderr)
+        kind = "config error" if isinstance(error, ConfigError) else "error"
+        print(f"agentforge: {kind}: {error}", file=sys.stderr)
         if in_multirun():
             raise  # an Exception (not SystemExit) lets Hydra run the sweep's other jobs, then fail
-        raise SystemExit(1) from None
+        raise SystemExit(EXIT_CONFIG_ERROR if isinstance(error, ConfigError) else 1) from None
     except Exception as error:
         mark_failed(cfg, error)
         raise
@@ -254,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
             from agentforge.launch.slurm import launch_command
 
             return launch_command(rest)
+        if command == "config":
+            from agentforge.schema.docs import config_command
+
+            return config_command(rest)
         if command not in HYDRA_COMMANDS:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
@@ -267,8 +277,18 @@ def main(argv: list[str] | None = None) -> int:
                               "word sets it; drop the override")
         overrides, recipe_files = recipe_file_override(overrides)
         register_recipes(recipe_files)
+        if not any(f in ("--help", "-h", "--hydra-help", "--info", "-i") for f in flags):
+            from agentforge.errors import ConfigProblems
+            from agentforge.schema.overrides import override_problems
+
+            problems, _ = override_problems([f"command={command}", *overrides])
+            if problems:  # every mistake at once, before Hydra stops at the first or anything starts
+                raise ConfigProblems(problems)
         sys.argv = [f"agentforge {command}", *flags, f"command={command}", *overrides]
         hydra_app()
+    except ConfigError as error:
+        print(f"agentforge: config error: {error}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     except AgentforgeError as error:
         print(f"agentforge: error: {error}", file=sys.stderr)
         return 1

@@ -13,6 +13,15 @@ class ConfigError(AgentforgeError):
     """A configuration that cannot work; raised before any expensive work starts."""
 
 
+class ConfigProblems(ConfigError):
+    """All of a config's problems, one line each (the CLI prints them and exits with status 2)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        count = f"{len(problems)} config problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"{count} (nothing was started):\n  " + "\n  ".join(problems))
+
+
 class EnvWorkerError(AgentforgeError):
     """An environment worker kept dying; names the env and the task seed."""
 

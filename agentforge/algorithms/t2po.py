@@ -20,7 +20,7 @@ RFT cold start is a warm-start mode of the trainer (`trainer.warm_start: rft`, `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentforge.algorithms.base import ALGORITHMS, check_bool, check_number
 from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
@@ -39,6 +39,19 @@ class T2POConfig(GiGPOConfig):
     """GiGPO's options plus T2PO's. α = 0.4 and max_try = 2 are the paper's; η = 0.3 is the authors' code default
     (`T2PO_multi_turn_loop(eta_threshold=0.3)`); TTI's ε (`tti_epsilon`; GiGPO's `epsilon` stays its std floor),
     window N and min_think_tokens are given by neither: our choices, documented in docs/t2po.md."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        **GiGPOConfig.option_help,
+        'alpha': "uncertainty mix alpha*H + (1-alpha)*(1-p_max) (the paper's ablation: 0.2, 0.4 best, 0.6, 0.8)",
+        'tti': 'token-level thinking intervention (force </think><action> when uncertainty stalls)',
+        'tti_epsilon': 'TTI tolerance on |M_t - M_t-1|',
+        'tti_window': 'N consecutive small changes',
+        'min_think_tokens': 'never cut the thinking before this many tokens',
+        'tds': 'turn-level dynamic sampling (regenerate turns whose uncertainty barely moved)',
+        'eta': 'TDS threshold on |s_k - s_k-1|',
+        'max_try': 'regenerations per turn at most (the last attempt is kept)',
+    }
+
 
     alpha: float = 0.4
     tti: bool = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,6 +39,18 @@ class TJPOConfig(GiGPOConfig):
     trajectories of a group share the credit, or only the `successful` ones (the others get ĉ = 0). `sigma` is the
     determinantal kernel's width (the paper's 10; on ℓ1-normalised descriptors that leaves groups of ~7 to the
     fallback, see docs/tjpo.md), an option so that it can be swept (`--multirun algorithm.sigma=0.3,1,10`)."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        **GiGPOConfig.option_help,
+        'descriptor': 'alfworld: location | action_type; sokoban: direction_transition | spatial_coverage; '
+                      'or pkg.module:fn',
+        'functional': 'pairwise | determinantal',
+        'lambda_': "diversity weight lambda (the paper's ablation: 0, 0.1, 0.3, 0.5)",
+        'participants': 'all | successful: which trajectories of a group share the credit (project choice)',
+        'sigma': 'determinantal RBF kernel width (paper 10; adv/dpp_fallback_rate, docs/tjpo.md)',
+        'eta': 'determinantal jitter (L = K + eta I)',
+    }
+
 
     descriptor: str = "location"
     functional: str = "pairwise"

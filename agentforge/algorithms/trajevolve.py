@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -56,6 +56,22 @@ class TrajEvolveConfig(GiGPOConfig):
     `evolve_strategies` (prune, branch; in priority order) build at most `evolve_max_per_group` extra samples per task
     group; `evolve_reasoning`: `regenerate` the reasoning of a pruned sequence's actions with the think-only prompt,
     or `reuse` the original responses."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        **GiGPOConfig.option_help,
+        'counterfactual': 'replay labels on won training episodes (needs an env that replays deterministically)',
+        'verify_replay': 'replay the logged actions first; an episode the env does not reproduce is skipped',
+        'verify_pruned': "replay each labelled episode's necessary steps alone: do they still win? (prune check)",
+        'redundant_credit': "zero | negate | scale | none: A_t = min(A_t, -s|A_t|) on redundant steps (none: GiGPO's)",
+        'redundant_scale': 's for redundant_credit=scale, in [0, 1]',
+        'eval_labels': 'label eval episodes too (env time); step counts are reported either way',
+        'evolve': 'trajectory evolution while training',
+        'evolve_strategies': 'prune | branch, in priority order; prune needs counterfactual + verify_pruned',
+        'evolve_max_per_group': 'evolved samples per task group at most',
+        'evolve_reasoning': 'regenerate (think-only prompt for each kept action) | reuse (original responses)',
+        'discriminator': 'a step discriminator trained on replay labels labels the other steps',
+    }
+
 
     counterfactual: bool = True
     verify_replay: bool = True

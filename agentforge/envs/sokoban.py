@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -240,6 +240,14 @@ class SokobanEnv:
     `info["executable"]` (= gym-sokoban's `action_is_effective`) is False for a move into a wall or into a box that
     cannot be pushed: the step counts, the position stays.
     """
+
+    option_help: ClassVar[dict[str, str]] = {
+        'dim_room': 'room size [height, width]',
+        'num_boxes': 'boxes (and targets)',
+        'max_steps': 'env steps before the episode ends unpaid',
+        'num_gen_steps': "reverse-play steps generating a room (null: gym-sokoban's 1.7 x (h + w)); fewer: easier",
+        'p_change_directions': "the generator's probability of changing direction while reverse-playing",
+    }
 
     def __init__(
         self,

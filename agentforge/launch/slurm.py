@@ -144,9 +144,9 @@ def launch_slurm(args: list[str]) -> int:
     if extra:
         cfg = compose_config(["command=train", *(o for o in overrides if o not in hydra_args), *extra])
     check_slots(cfg, options)
-    from agentforge.training.config import validate_train_config
+    from agentforge.schema.config_check import check_config
 
-    validate_train_config(cfg)  # the same checks `agentforge train` makes first, before the job waits in a queue
+    check_config(cfg)  # the same checks `agentforge train` makes first, before the job waits in a queue
     workdir = Path.cwd()
     run_dir = Path(options.run_dir or default_run_dir())
     run_dir = run_dir if run_dir.is_absolute() else (workdir / run_dir)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agentforge.errors import ConfigError
+from agentforge.schema.options import opt
 
 DTYPES = ("float32", "bfloat16")
 LR_SCHEDULES = ("constant", "cosine", "linear")
@@ -19,11 +20,12 @@ PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")  # Ray
 class LoraSettings:
     """peft LoRA on the named linear modules (matched by name suffix, as peft does)."""
 
-    enabled: bool = False
-    rank: int = 16
-    alpha: float = 32
-    dropout: float = 0.0
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    enabled: bool = opt(False, "train LoRA adapters instead of the full model (peft)")
+    rank: int = opt(16, "adapter rank r", ge=1)
+    alpha: float = opt(32, "LoRA alpha (scale alpha / r)", gt=0)
+    dropout: float = opt(0.0, "adapter dropout", ge=0, lt=1)
+    target_modules: list[str] = opt(["q_proj", "k_proj", "v_proj", "o_proj"], "linear modules to adapt (name "
+                                    "suffixes; checked against the model's)")
 
 
 @dataclass
@@ -36,20 +38,27 @@ class LossSettings:
     `kl_target` then makes β adaptive (Ziegler et al. 2019's controller, as verl's `kl_ctrl.type: adaptive`).
     """
 
-    policy_loss: str = "vanilla"
-    eps_low: float | None = None
-    eps_high: float | None = None
-    clip_ratio_c: float | None = 3.0
-    log_ratio_clamp: float = 20.0
-    agg_mode: str | None = None
-    loss_scale_factor: float | None = None
-    kl_coef: float = 0.0
-    kl_estimator: str = "k3"
-    kl_clamp: float = 10.0
-    kl_in: str = "loss"
-    kl_target: float | None = None
-    kl_horizon: int = 10000
-    entropy_coef: float = 0.0
+    policy_loss: str = opt("vanilla", "vanilla (PPO clip + dual clip) | gspo | cispo | reinforce (= gpg) | "
+                                      "pkg.module:function")
+    eps_low: float | None = opt(None, "clip 1 - eps_low; null: the policy loss's own (0.2; gspo 3e-4; cispo 10)",
+                                ge=0)
+    eps_high: float | None = opt(None, "clip 1 + eps_high; null: the policy loss's own (0.28; gspo 4e-4; cispo 0.2)",
+                                 ge=0)
+    clip_ratio_c: float | None = opt(3.0, "dual clip: a negative-advantage token's loss is at most -c*A (null: off)",
+                                     gt=1)
+    log_ratio_clamp: float = opt(20.0, "log ratio clamped to +-this before exp", gt=0)
+    agg_mode: str | None = opt(None, "token-mean | seq-mean-token-mean | seq-mean-token-sum | "
+                                     "seq-mean-token-sum-norm; null: the policy loss's own")
+    loss_scale_factor: float | None = opt(None, "seq-mean-token-sum-norm's constant L (null: "
+                                                "agent.sampling.max_new_tokens)", gt=0)
+    kl_coef: float = opt(0.0, "beta of the KL to the reference (the policy RL starts from)", ge=0)
+    kl_estimator: str = opt("k3", "k1 | k2 | k3 | abs | k1+ | k3+ | abs+ (verl's kl, mse, low_var_kl accepted)")
+    kl_clamp: float = opt(10.0, "k3's value clamped to +-this", gt=0)
+    kl_in: str = opt("loss", "loss: beta*KL in the loss | reward: beta*KL off each turn's reward",
+                     choices=("loss", "reward"))
+    kl_target: float | None = opt(None, "kl_in=reward: adaptive beta toward this KL (null: fixed)", gt=0)
+    kl_horizon: int = opt(10000, "the adaptive controller's horizon (turns)", ge=1)
+    entropy_coef: float = opt(0.0, "entropy bonus", ge=0)
 
     def resolved_policy_loss(self) -> str:
         from agentforge.learner.objective.policy import canonical_policy_loss
@@ -77,11 +86,14 @@ class CorrectionSettings:
     """Rollout correction (`learner.rollout_correction`; objective.correction): TIS weights and MIS rejection of
     tokens/sequences by the learner-vs-engine importance weight. Needs `learner.old_logprobs: recompute`."""
 
-    is_level: str | None = None
-    is_threshold: float = 2.0
-    rejection: str | None = None
-    rejection_threshold: float = 2.0
-    rejection_threshold_lower: float | None = None
+    is_level: str | None = opt(None, "TIS: token | sequence weights pi_old/pi_engine (null: off)",
+                               choices=("token", "sequence", None))
+    is_threshold: float = opt(2.0, "TIS truncation C", ge=1)
+    rejection: str | None = opt(None, "MIS: drop token | sequence | geometric outside the band (null: off)",
+                                choices=("token", "sequence", "geometric", None))
+    rejection_threshold: float = opt(2.0, "the band's upper bound", gt=1)
+    rejection_threshold_lower: float | None = opt(None, "the band's lower bound (null: 1 / rejection_threshold)",
+                                                  gt=0)
 
     @property
     def active(self) -> bool:
@@ -99,35 +111,40 @@ class LearnerConfig:
     the decaying schedules (`cosine`, `linear`). `backend=None` picks gloo on CPU and nccl on CUDA.
     """
 
-    num_ranks: int = 1
-    in_process: bool = True
-    zero_stage: int = 0
-    dtype: str = "float32"
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    warmup_steps: int = 0
-    lr_schedule: str = "constant"
-    total_steps: int | None = None
-    grad_clip: float = 1.0
-    micro_batch_tokens: int = 1024
-    gradient_checkpointing: bool = False
-    share_prompts: bool = True  # samples with identical prompt ids: the prompt computed once (learner.packing)
-    lora: LoraSettings = field(default_factory=LoraSettings)
-    loss: LossSettings = field(default_factory=LossSettings)
-    old_logprobs: str = "engine"  # engine: the rollout engine's; recompute: the learner's forward before the update
-    rollout_correction: CorrectionSettings = field(default_factory=CorrectionSettings)
-    ppo_epochs: int = 1
-    mini_batch_size: int | None = None  # per optimizer step, in mini_batch_unit; None: the whole batch
-    mini_batch_unit: str = "turns"  # turns (turn samples) | tokens (loss tokens)
-    shuffle: bool = True  # mini-batches drawn in a seeded random order each epoch (only when there are several)
-    temperature: float | None = None  # log-probs of logits / T; None: 1 (the trainer passes the sampling temperature)
-    reduce_bucket_size: float = 2e7
-    allgather_bucket_size: float = 2e7
-    seed: int = 0
-    backend: str | None = None
-    num_cpus_per_rank: int = 1
-    placement_strategy: str = "PACK"  # how Ray places the ranks' bundles over nodes; STRICT_SPREAD: one per node
+    num_ranks: int = opt(1, "DeepSpeed ranks (Ray actors unless in_process)", ge=1)
+    in_process: bool = opt(True, "one rank inside the driver (the CPU default); false: ranks as Ray actors")
+    zero_stage: int = opt(0, "DeepSpeed ZeRO stage", choices=(0, 1, 2, 3))
+    dtype: str | None = opt("float32", "null: the model's; auto; float32 | bfloat16 (bf16 accumulates in fp32)",
+                            choices=(*DTYPES, "auto", None))
+    lr: float = opt(1e-5, "learning rate", gt=0)
+    weight_decay: float = opt(0.0, "AdamW weight decay (matrices only)", ge=0)
+    betas: tuple[float, float] = opt((0.9, 0.999), "AdamW betas, each in [0, 1)")
+    warmup_steps: int = opt(0, "linear warmup, in optimizer steps", ge=0)
+    lr_schedule: str = opt("constant", "constant | cosine | linear (decaying over total_steps optimizer steps)",
+                           choices=LR_SCHEDULES)
+    total_steps: int | None = opt(None, "the schedule's length in optimizer steps (the trainer sets it)", ge=1)
+    grad_clip: float = opt(1.0, "gradient norm clip (0: off)", ge=0)
+    micro_batch_tokens: int = opt(1024, "padded tokens per forward pass (rows x longest row)", ge=2)
+    gradient_checkpointing: bool = opt(False, "recompute activations in backward (less memory, slower)")
+    share_prompts: bool = opt(True, "turns with identical prompts share one forward/backward of it")
+    lora: LoraSettings = opt(LoraSettings(), "")
+    loss: LossSettings = opt(LossSettings(), "")
+    old_logprobs: str = opt("engine", "engine: the rollout engine's log-probs | recompute: the learner's forward "
+                                      "before the update", choices=("engine", "recompute"))
+    rollout_correction: CorrectionSettings = opt(CorrectionSettings(), "")
+    ppo_epochs: int = opt(1, "passes over each batch (pi_old fixed before the first)", ge=1)
+    mini_batch_size: int | None = opt(None, "per optimizer step, in mini_batch_unit (null: the whole batch)", ge=1)
+    mini_batch_unit: str = opt("turns", "turns (turn samples) | tokens (loss tokens)", choices=("turns", "tokens"))
+    shuffle: bool = opt(True, "seeded mini-batch order each epoch (only when there are several)")
+    temperature: float | None = opt(None, "log-probs of logits / T (null: agent.sampling.temperature)", gt=0)
+    reduce_bucket_size: float = opt(2e7, "DeepSpeed reduce bucket (elements)", gt=0)
+    allgather_bucket_size: float = opt(2e7, "DeepSpeed all-gather bucket (elements)", gt=0)
+    seed: int = opt(0, "the learner's seed", ge=0)
+    backend: str | None = opt(None, "torch.distributed backend (null: gloo on CPU, nccl on CUDA)",
+                              choices=(*BACKENDS, None))
+    num_cpus_per_rank: int = opt(1, "CPUs per Ray rank", ge=1)
+    placement_strategy: str = opt("PACK", "Ray placement of the ranks: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD "
+                                          "(one per node)", choices=PLACEMENT_STRATEGIES)
 
     def __post_init__(self) -> None:
         # `auto`: bf16 where the hardware computes it natively, else float32 (agentforge.hardware); a composed config
@@ -202,50 +219,25 @@ class LearnerConfig:
         return self
 
     def _value_problems(self) -> list[str]:
+        """Types, bounds and choices from the schema (the fields' metadata: the one home of those rules), then the
+        checks that involve several fields."""
+        from agentforge.schema.check import dataclass_problems
+
+        problems = dataclass_problems("learner", self)
+        return problems or self._cross_field_problems()
+
+    def _cross_field_problems(self) -> list[str]:
         p: list[str] = []
-        if not isinstance(self.num_ranks, int) or self.num_ranks < 1:
-            p.append(f"num_ranks={self.num_ranks} must be an integer >= 1")
-        if self.zero_stage not in (0, 1, 2, 3):
-            p.append(f"zero_stage={self.zero_stage} is out of range; use 0, 1, 2 or 3")
-        if self.dtype not in DTYPES:
-            p.append(f"dtype={self.dtype!r} is not supported; use auto (bfloat16 where the hardware computes it "
-                     f"natively, else float32) or one of {', '.join(DTYPES)}")
-        if not self.lr > 0:
-            p.append(f"lr={self.lr} must be > 0")
-        if self.weight_decay < 0:
-            p.append(f"weight_decay={self.weight_decay} must be >= 0")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            p.append(f"betas={self.betas} must be two values in [0, 1)")
-        if self.warmup_steps < 0:
-            p.append(f"warmup_steps={self.warmup_steps} must be >= 0")
-        if self.lr_schedule not in LR_SCHEDULES:
-            p.append(f"lr_schedule={self.lr_schedule!r} is unknown; use one of {', '.join(LR_SCHEDULES)}")
-        elif self.lr_schedule != "constant" and (self.total_steps is None or self.total_steps <= self.warmup_steps):
-            p.append(f"lr_schedule={self.lr_schedule!r} decays over total_steps; set total_steps > warmup_steps "
-                     f"(got total_steps={self.total_steps}, warmup_steps={self.warmup_steps})")
-        if self.grad_clip < 0:
-            p.append(f"grad_clip={self.grad_clip} must be >= 0 (0 disables clipping)")
-        if self.micro_batch_tokens < 2:
-            p.append(f"micro_batch_tokens={self.micro_batch_tokens} must be >= 2")
-        if self.reduce_bucket_size <= 0 or self.allgather_bucket_size <= 0:
-            p.append("reduce_bucket_size and allgather_bucket_size must be > 0")
-        if self.backend is not None and self.backend not in BACKENDS:
-            p.append(f"backend={self.backend!r} is unknown; use null (auto) or one of {', '.join(BACKENDS)}")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            p.append(f"learner.betas={list(self.betas)}: each must be in [0, 1)")
+        if self.lr_schedule != "constant" and (self.total_steps is None or self.total_steps <= self.warmup_steps):
+            p.append(f"learner.lr_schedule={self.lr_schedule!r} decays over total_steps; set total_steps > "
+                     f"warmup_steps (got total_steps={self.total_steps}, warmup_steps={self.warmup_steps})")
         if self.in_process and self.num_ranks != 1:
-            p.append(f"in_process=true runs one rank inside the driver, but num_ranks={self.num_ranks}; set "
+            p.append(f"learner.in_process=true runs one rank inside the driver, but num_ranks={self.num_ranks}; set "
                      "learner.in_process=false to run the ranks as Ray actors")
-        if self.num_cpus_per_rank < 1:
-            p.append(f"num_cpus_per_rank={self.num_cpus_per_rank} must be >= 1")
-        if self.placement_strategy not in PLACEMENT_STRATEGIES:
-            p.append(f"placement_strategy={self.placement_strategy!r} is unknown; use one of "
-                     f"{', '.join(PLACEMENT_STRATEGIES)}")
-        if self.lora.enabled:
-            if self.lora.rank < 1:
-                p.append(f"lora.rank={self.lora.rank} must be >= 1")
-            if not 0.0 <= self.lora.dropout < 1.0:
-                p.append(f"lora.dropout={self.lora.dropout} must be in [0, 1)")
-            if not self.lora.target_modules:
-                p.append("lora.target_modules is empty; name the linear modules to adapt, e.g. [q_proj, v_proj]")
+        if self.lora.enabled and not self.lora.target_modules:
+            p.append("learner.lora.target_modules is empty; name the linear modules to adapt, e.g. [q_proj, v_proj]")
         p += _objective_problems(self)
         return p
 
@@ -253,7 +245,6 @@ class LearnerConfig:
 def _objective_problems(config: LearnerConfig) -> list[str]:
     """The objective's options: names, ranges and combinations (ALGORITHMS.md "Objective options")."""
     from agentforge.learner.objective.aggregate import AGG_MODES
-    from agentforge.learner.objective.correction import IS_LEVELS, REJECTION_LEVELS
     from agentforge.learner.objective.kl import ALIASES as KL_ALIASES
     from agentforge.learner.objective.kl import ESTIMATORS
     from agentforge.learner.objective.policy import ALIASES, POLICY_LOSSES
@@ -262,67 +253,34 @@ def _objective_problems(config: LearnerConfig) -> list[str]:
     loss = config.loss
     name = loss.resolved_policy_loss()
     if name not in POLICY_LOSSES and ":" not in name:
-        p.append(f"loss.policy_loss={loss.policy_loss!r} is unknown; use one of "
+        p.append(f"learner.loss.policy_loss={loss.policy_loss!r} is unknown; use one of "
                  f"{', '.join([*POLICY_LOSSES.names(), *ALIASES])} or a plugin as pkg.module:function")
     low, high = loss.clip_bounds()
     if name == "cispo":
         if low < 0 or high < 0:
-            p.append(f"loss.eps_low={low} and loss.eps_high={high} must be >= 0 for cispo (eps_low >= 1: no lower "
-                     "bound on the IS weight)")
+            p.append(f"learner.loss.eps_low={low} and loss.eps_high={high} must be >= 0 for cispo (eps_low >= 1: "
+                     "no lower bound on the IS weight)")
     elif not 0.0 <= low < 1.0 or high < 0.0:
-        p.append(f"loss.eps_low={low} must be in [0, 1) and loss.eps_high={high} >= 0 (the ratio is clipped to "
-                 "[1 - eps_low, 1 + eps_high])")
-    if loss.clip_ratio_c is not None and not loss.clip_ratio_c > 1.0:
-        p.append(f"loss.clip_ratio_c={loss.clip_ratio_c} must be > 1 (dual clip bounds a negative-advantage token's "
-                 "loss by -c*A; verl's default 3.0) or null to turn the dual clip off")
-    if not loss.log_ratio_clamp > 0 or not loss.kl_clamp > 0:
-        p.append(f"loss.log_ratio_clamp={loss.log_ratio_clamp} and loss.kl_clamp={loss.kl_clamp} must be > 0")
+        p.append(f"learner.loss.eps_low={low} must be in [0, 1) and loss.eps_high={high} >= 0 (the ratio is "
+                 "clipped to [1 - eps_low, 1 + eps_high])")
     if loss.agg_mode is not None and loss.agg_mode not in AGG_MODES:
-        p.append(f"loss.agg_mode={loss.agg_mode!r} is unknown; use one of {', '.join(AGG_MODES)} (or null: the "
-                 "policy loss's own)")
-    if loss.loss_scale_factor is not None and not loss.loss_scale_factor > 0:
-        p.append(f"loss.loss_scale_factor={loss.loss_scale_factor} must be > 0 (null: the response budget, "
-                 "agent.sampling.max_new_tokens)")
+        p.append(f"learner.loss.agg_mode={loss.agg_mode!r} is unknown; use one of {', '.join(AGG_MODES)} (or null: "
+                 "the policy loss's own)")
     if loss.kl_estimator not in ESTIMATORS and loss.kl_estimator not in KL_ALIASES:
-        p.append(f"loss.kl_estimator={loss.kl_estimator!r} is unknown; use one of {', '.join(ESTIMATORS)} "
+        p.append(f"learner.loss.kl_estimator={loss.kl_estimator!r} is unknown; use one of {', '.join(ESTIMATORS)} "
                  f"(or verl's {', '.join(KL_ALIASES)})")
-    if loss.kl_coef < 0 or loss.entropy_coef < 0:
-        p.append("loss.kl_coef and loss.entropy_coef must be >= 0")
-    if loss.kl_in not in ("loss", "reward"):
-        p.append(f"loss.kl_in={loss.kl_in!r} is unknown; use loss (a KL term in the loss) or reward (beta*KL "
-                 "subtracted from each turn's reward before advantages)")
     if loss.kl_target is not None and (loss.kl_in != "reward" or not loss.kl_target > 0):
-        p.append(f"loss.kl_target={loss.kl_target} is the adaptive controller's target KL: it needs "
+        p.append(f"learner.loss.kl_target={loss.kl_target} is the adaptive controller's target KL: it needs "
                  "loss.kl_in=reward and a value > 0 (null: a fixed coefficient)")
-    if loss.kl_horizon < 1:
-        p.append(f"loss.kl_horizon={loss.kl_horizon} must be >= 1")
-    if config.old_logprobs not in ("engine", "recompute"):
-        p.append(f"old_logprobs={config.old_logprobs!r} is unknown; use engine (the rollout engine's log-probs) or "
-                 "recompute (the learner's own forward before the update)")
-    if not isinstance(config.ppo_epochs, int) or config.ppo_epochs < 1:
-        p.append(f"ppo_epochs={config.ppo_epochs} must be an integer >= 1")
-    if config.mini_batch_size is not None and (not isinstance(config.mini_batch_size, int)
-                                               or config.mini_batch_size < 1):
-        p.append(f"mini_batch_size={config.mini_batch_size} must be an integer >= 1 (null: the whole batch)")
-    if config.mini_batch_unit not in ("turns", "tokens"):
-        p.append(f"mini_batch_unit={config.mini_batch_unit!r} is unknown; use turns or tokens")
-    if config.temperature is not None and not config.temperature > 0:
-        p.append(f"temperature={config.temperature} must be > 0 (null: the sampling temperature)")
     rc = config.rollout_correction
-    if rc.is_level is not None and rc.is_level not in IS_LEVELS:
-        p.append(f"rollout_correction.is_level={rc.is_level!r} is unknown; use token, sequence or null")
-    if rc.rejection is not None and rc.rejection not in REJECTION_LEVELS:
-        p.append(f"rollout_correction.rejection={rc.rejection!r} is unknown; use token, sequence, geometric or null")
-    if not rc.is_threshold >= 1.0:
-        p.append(f"rollout_correction.is_threshold={rc.is_threshold} must be >= 1 (weights are truncated at it)")
     lower = rc.rejection_threshold_lower if rc.rejection_threshold_lower is not None else \
-        1.0 / rc.rejection_threshold if rc.rejection_threshold > 0 else 0.0
-    if not (0 < lower < 1.0 < rc.rejection_threshold):
-        p.append(f"rollout_correction bounds are inverted or empty: rejection_threshold_lower={lower} and "
+        1.0 / rc.rejection_threshold
+    if not lower < 1.0 < rc.rejection_threshold:
+        p.append(f"learner.rollout_correction bounds are inverted or empty: rejection_threshold_lower={lower} and "
                  f"rejection_threshold={rc.rejection_threshold} must satisfy 0 < lower < 1 < upper")
     if rc.active and config.old_logprobs != "recompute":
-        p.append("rollout_correction weighs tokens by pi_old / pi_engine, which needs the learner's own log-probs: "
-                 "set learner.old_logprobs=recompute (with old_logprobs=engine the weight is always 1)")
+        p.append("learner.rollout_correction weighs tokens by pi_old / pi_engine, which needs the learner's own "
+                 "log-probs: set learner.old_logprobs=recompute (with old_logprobs=engine the weight is always 1)")
     return p
 
 

@@ -3,34 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from agentforge.algorithms import make_algorithm
-from agentforge.errors import ConfigError
+from agentforge.errors import ConfigError, ConfigProblems
 from agentforge.learner.config import LearnerConfig
 
 GROUP_RELATIVE = {"grpo", "gigpo", "tjpo", "t2po", "strata", "trajevolve"}
 
 
-def validate_train_config(cfg: DictConfig) -> None:
-    """Reject configs that cannot work, with the reason and the fix."""
+def check_group_size(cfg: DictConfig) -> None:
     t = cfg.trainer
-    for key in ("iterations", "tasks_per_iteration", "group_size"):
-        if int(t[key]) < 1:
-            raise ConfigError(f"trainer.{key}={t[key]} must be >= 1")
     if cfg.algorithm.name in GROUP_RELATIVE and int(t.group_size) < 2:
         raise ConfigError(
             f"{cfg.algorithm.name} compares rollouts within a group: trainer.group_size={t.group_size} gives every "
             "advantage 0 and nothing is learned; use trainer.group_size >= 2"
         )
+
+
+def check_ranks_divide_the_batch(cfg: DictConfig) -> None:
+    t = cfg.trainer
     episodes = int(t.tasks_per_iteration) * int(t.group_size)
     ranks = int(cfg.learner.num_ranks)
-    if ranks < 1 or episodes % ranks:
+    if episodes % ranks:
         raise ConfigError(
             f"the batch of {episodes} episodes (trainer.tasks_per_iteration x trainer.group_size) is not divisible "
             f"by learner.num_ranks={ranks}: every rank must get whole episodes; change one of them"
         )
+
+
+def check_token_budget(cfg: DictConfig) -> None:
     budget = int(cfg.agent.max_prompt_tokens) + int(cfg.agent.sampling.max_new_tokens)
     max_len = cfg.engine.get("max_model_len")
     if max_len is not None and budget > int(max_len):
@@ -38,20 +42,48 @@ def validate_train_config(cfg: DictConfig) -> None:
             f"agent.max_prompt_tokens + agent.sampling.max_new_tokens = {budget} exceeds engine.max_model_len="
             f"{max_len}; lower one or raise engine.max_model_len"
         )
+
+
+def check_algorithm_run(cfg: DictConfig) -> None:
     make_algorithm(cfg.algorithm).check_run(
         {key: OmegaConf.to_container(cfg[key], resolve=True)
          for key in ("trainer", "agent", "engine", "model", "env", "learner")})
-    check_sampling_for_training(cfg)
+
+
+def check_run_learner(cfg: DictConfig) -> None:
+    """The learner as this run configures it (temperature, Dr. GRPO's L) and the mini-batch against the batch."""
     learner = learner_config_for_run(cfg)
     problems = learner._value_problems()
     if problems:
-        raise ConfigError("invalid learner config:\n  - " + "\n  - ".join(problems))
+        raise ConfigProblems(problems)
     check_mini_batch(cfg, learner)
-    check_dynamic_sampling(cfg)
     if learner.loss.needs_reference() and learner.lora.enabled and learner.zero_stage == 3 and warm_starts(cfg):
         raise ConfigError("learner.loss.kl_coef > 0 with LoRA under ZeRO-3 keeps the base model (adapters off) as the "
                           "KL reference, which cannot follow trainer.warm_start: use learner.zero_stage <= 2, or "
                           "warm-start first (`agentforge sft`) and train from its folder with model.init_from")
+
+
+def check_warm_start(cfg: DictConfig) -> None:
+    warm_start_modes(cfg.trainer.get("warm_start"))
+
+
+WARM_STARTS = ("expert", "rft")
+
+
+def warm_start_modes(setting: Any) -> list[str]:
+    """`trainer.warm_start` as a list of modes: false → []; true → [expert]; a name or a list of names."""
+    if setting in (False, None, "false", "none"):
+        return []
+    if setting is True or setting == "true":
+        return ["expert"]
+    names = [str(setting)] if isinstance(setting, str) else [str(name) for name in setting]
+    unknown = [name for name in names if name not in WARM_STARTS]
+    if unknown:
+        raise ConfigError(f"trainer.warm_start: unknown mode(s) {unknown}; use true/false, expert, rft or a "
+                              "list such as [expert, rft]")
+    return names
+
+
 
 
 def warm_starts(cfg: DictConfig) -> bool:
@@ -131,6 +163,7 @@ def optimizer_steps_per_iteration(cfg: DictConfig, learner: LearnerConfig) -> in
 
 
 def check_dynamic_sampling(cfg: DictConfig) -> None:
+    """The retry budget (the schema has its type; here the message says why it must be there)."""
     from agentforge.training.dynamic_sampling import METRICS
 
     section = cfg.trainer.get("dynamic_sampling")
@@ -172,3 +205,8 @@ def resolve_resume_dir(cfg: DictConfig) -> Path | None:
             f"resume=true found no earlier run with checkpoints under {here.parent}; pass resume=<run dir> instead"
         )
     return max(candidates, key=lambda p: p.stat().st_mtime)
+
+
+# The training loop's multi-key checks, each run on its own so that all their problems are reported at once.
+TRAIN_CHECKS = [check_group_size, check_ranks_divide_the_batch, check_token_budget, check_sampling_for_training,
+                check_algorithm_run, check_run_learner, check_dynamic_sampling, check_warm_start]

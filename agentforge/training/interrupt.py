@@ -28,7 +28,6 @@ import _thread
 import contextlib
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from types import TracebackType

@@ -48,11 +48,10 @@ def check_env(name: str, options: dict[str, Any], splits: list[str]) -> None:
 
 
 def preflight(cfg: DictConfig) -> None:
-    """All the cheap checks for a composed config, in the order a user would fix them."""
+    """All the cheap checks for a composed config: every config problem at once (the schema, then the multi-key
+    checks), then the env's data for the splits the command plays."""
     from agentforge.builders import without_name
+    from agentforge.schema.config_check import check_config
 
-    if str(cfg.get("command")) == "train":
-        from agentforge.training.config import validate_train_config
-
-        validate_train_config(cfg)
+    check_config(cfg)
     check_env(str(cfg.env.name), without_name(cfg.env), command_splits(cfg))

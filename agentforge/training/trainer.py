@@ -40,7 +40,12 @@ from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
-from agentforge.training.config import learner_config_for_run, optimizer_steps_per_iteration, resolve_resume_dir
+from agentforge.training.config import (
+    learner_config_for_run,
+    optimizer_steps_per_iteration,
+    resolve_resume_dir,
+    warm_start_modes,
+)
 from agentforge.training.dynamic_sampling import DynamicSampling, play_with_signal
 from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.kl_reward import KLRewardPenalty
@@ -403,23 +408,6 @@ def sft_step_reporter(label: str, steps: int, progress: TrainProgress | None,
             progress.phase(f"warm start: {label.upper()} step {step + 1}/{steps}")
 
     return on_step
-
-
-WARM_STARTS = ("expert", "rft")
-
-
-def warm_start_modes(setting: Any) -> list[str]:
-    """`trainer.warm_start` as a list of modes: false → []; true → [expert]; a name or a list of names."""
-    if setting in (False, None, "false", "none"):
-        return []
-    if setting is True or setting == "true":
-        return ["expert"]
-    names = [str(setting)] if isinstance(setting, str) else [str(name) for name in setting]
-    unknown = [name for name in names if name not in WARM_STARTS]
-    if unknown:
-        raise AgentforgeError(f"trainer.warm_start: unknown mode(s) {unknown}; use true/false, expert, rft or a "
-                              "list such as [expert, rft]")
-    return names
 
 
 def warm_start_budget(cfg: DictConfig, modes: list[str]) -> int:

@@ -214,7 +214,7 @@ def test_learner_and_model_entry_points_take_auto(no_bf16):
     from agentforge.models.loading import resolve_model
 
     assert LearnerConfig(dtype="auto").dtype == "float32"
-    with pytest.raises(ConfigError, match="use auto"):
+    with pytest.raises(ConfigError, match="dtype='float16': is not one of float32, bfloat16, auto"):
         LearnerConfig(dtype="float16").validate()
     with pytest.raises(ConfigError, match="float16 is not supported on a CPU"):
         resolve_model({"name": "tiny", "dtype": "float16"})

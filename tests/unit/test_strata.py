@@ -323,24 +323,24 @@ def test_a_missing_embedding_package_is_named(monkeypatch):
 
 def test_group_size_must_be_n_times_m_before_start():
     from agentforge.config import compose_config
-    from agentforge.training.config import validate_train_config
+    from agentforge.schema.config_check import check_config
 
     cfg = compose_config(["recipe=strata_sokoban", "command=train", "trainer.group_size=6"])
     with pytest.raises(ConfigError, match=r"2 × 2 = 4 rollouts per task, but trainer.group_size=6; set "
                                           r"trainer.group_size=4"):
-        validate_train_config(cfg)
+        check_config(cfg)
     cfg = compose_config(["recipe=strata_sokoban", "command=train", "algorithm.strategy_max_tokens=600"])
     with pytest.raises(ConfigError, match="strategy_max_tokens = 1112 exceeds engine.max_model_len=1024"):
-        validate_train_config(cfg)
+        check_config(cfg)
 
 
 @pytest.mark.parametrize("recipe", ["strata_sokoban", "strata_alfworld", "strata_webshop", "strata_scienceworld"])
 def test_recipes_compose_and_validate(recipe):
     from agentforge.config import compose_config
-    from agentforge.training.config import validate_train_config
+    from agentforge.schema.config_check import check_config
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
-    validate_train_config(cfg)
+    check_config(cfg)
     algorithm = make_algorithm(cfg.algorithm)
     assert algorithm.name == "strata" and algorithm.config.variant == "full"
     assert algorithm.config.num_strategies * algorithm.config.rollouts_per_strategy == cfg.trainer.group_size

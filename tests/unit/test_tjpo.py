@@ -386,11 +386,11 @@ def test_bad_tjpo_options_are_rejected(options, message):
 ])
 def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
     from agentforge.config import compose_config
-    from agentforge.training.config import validate_train_config
+    from agentforge.schema.config_check import check_config
     from agentforge.training.trainer import eval_descriptor_names
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
-    validate_train_config(cfg)
+    check_config(cfg)
     algorithm = make_algorithm(cfg.algorithm)
     assert (algorithm.config.descriptor, algorithm.config.functional, algorithm.config.lambda_) == (
         descriptor, functional, 0.3)

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agentforge.envs.alfworld.gamefile import SKIP_OPTION, GameFileError, engine_errors, preload_translator
 from agentforge.envs.alfworld.games import GameRecord, GameSet, game_set, parse_task_types
@@ -70,6 +70,15 @@ class _Episode:
 @ENVS.register("alfworld")
 class AlfWorldEnv:
     """Solve a household task in a text world. Deterministic given the game (task seed) and the actions."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'data_source': 'bundled (generated games shipped with agentforge) | a folder of games | $ALFWORLD_DATA layout',
+        'max_steps': "env steps before the episode ends unpaid (the papers' limit)",
+        'task_types': 'Pick, Look, Clean, Heat, Cool, Pick2 (numbers, names or short names); null: all',
+        'eval_split': 'ALFWorld split the agentforge `eval` split plays (in-distribution)',
+        'test_split': 'ALFWorld split the agentforge `test` split plays (held-out scenes)',
+        'skip_broken_games': 'true: skip (with a warning) a truncated or broken game file; false: stop naming it',
+    }
 
     def __init__(
         self,

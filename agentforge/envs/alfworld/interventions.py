@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from agentforge.envs.alfworld.env import AlfWorldEnv, action_type
 from agentforge.envs.alfworld.games import GameRecord, GameSet
@@ -171,6 +171,13 @@ class AlfWorldInterventionEnv:
     on the same tasks. `cases` is `bundled`, a case file's path, or a list of cases. `data_source` overrides
     where the cases' games come from (default: as the case file says).
     """
+
+    option_help: ClassVar[dict[str, str]] = {
+        'condition': 'standard | user_constraint | disruption',
+        'cases': 'bundled (the shipped case file) | a case file (.jsonl.gz)',
+        'max_steps': "env steps before the episode ends unpaid (the paper's limit)",
+        'data_source': "where the cases' games come from (null: as recorded in the case file)",
+    }
 
     def __init__(self, condition: str = "standard", cases: str | Sequence[InterventionCase] = "bundled",
                  max_steps: int = 50, data_source: str | None = None) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.envs.scienceworld.jvm import jvm_alive, jvm_pid, resolve_java_options, start_simulator, stop_simulator
@@ -57,6 +57,16 @@ def _normalise(action: str) -> str:
 @ENVS.register("scienceworld")
 class ScienceWorldEnv:
     """Solve a ScienceWorld task (boil water, find an animal, test conductivity, ...) by typing actions."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'task_names': 'tasks to sample from (null: all 30, paper order)',
+        'simplifications': "the package's simplification string: easy = teleport, open doors, ...; '' = none",
+        'max_steps': 'env steps before the episode ends unpaid',
+        'admissible': "true: Observation.admissible = the simulator's valid actions (~+100 ms per step)",
+        'java_options': 'JVM options (null: $_JAVA_OPTIONS if set, else -Xmx256m -XX:+UseSerialGC)',
+        'deterministic': 'add -XX:hashCode=2 so the same task + actions give the same observations in any JVM',
+        'server_path': "another scienceworld.jar (null: the package's own)",
+    }
 
     def __init__(
         self,

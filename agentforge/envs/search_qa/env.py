@@ -16,7 +16,7 @@ many turns are left; that is not part of the anchor.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from agentforge.envs.base import ENVS, EXECUTABLE, echo
 from agentforge.envs.search_qa.answer import exact_match
@@ -41,6 +41,13 @@ def parse_action(action: str) -> tuple[str, str] | None:
 @ENVS.register("search_qa")
 class SearchQAEnv:
     """Answer the question; search the corpus first. Deterministic given the task and the actions."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'data_dir': 'corpus and questions folder (null: the bundled set)',
+        'top_k': 'passages per search',
+        'max_turns': 'actions before the episode ends unpaid',
+        'corpus_file': 'the corpus file inside data_dir',
+    }
 
     def __init__(
         self, data_dir: str | None = None, top_k: int = 3, max_turns: int = 4, corpus_file: str = "corpus.jsonl"

@@ -23,7 +23,7 @@ text mode does not show but which decide the reward.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from agentforge.envs.base import ENVS, EXECUTABLE, echo
 from agentforge.envs.webshop.data import SPLIT_SCHEMES, Catalog, Goal, Product, load_catalog
@@ -67,6 +67,14 @@ def goal_index(task: Task, split_size: int) -> int:
 @ENVS.register("webshop")
 class WebShopEnv:
     """Buy the product the instruction asks for. Deterministic given the task and the actions."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        'data_dir': 'the catalog folder (null: the generated one shipped; real WebShop files when given)',
+        'max_steps': 'env steps before the episode ends unpaid',
+        'num_products': 'use only the first N products of the file (null: all)',
+        'invalid_action_feedback': "true: prefix the page with 'Invalid action: ...' (the original adds nothing)",
+        'split_scheme': 'real data goal ranges: original (test 0-500, eval 500-1500, train 1500+) | verl-agent',
+    }
 
     def __init__(self, data_dir: str | None = None, max_steps: int = 15, num_products: int | None = None,
                  invalid_action_feedback: bool = False, split_scheme: str = "original") -> None:

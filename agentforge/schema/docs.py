@@ -1,0 +1,165 @@
+"""`agentforge config [group [option]]`: every key with its type, default and one line of help, from the schema; and
+the configuration reference (docs/configuration.md) and README tables generated from the same source."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from agentforge.schema.options import default_text, options
+from agentforge.schema.registry import (
+    ENGINE_SCHEMAS,
+    SECTIONS,
+    algorithm_schema,
+    env_schema,
+    launch_schema,
+    learner_schema,
+)
+
+GROUP_HELP = {
+    "model": "the policy model (smollm2-135m, tiny, hf)",
+    "engine": "the rollout engine (vllm, hf)",
+    "env": "the environment (each env's own options)",
+    "agent": "how episodes are played: turns, history, sampling",
+    "algorithm": "advantages and rollout workflow (each algorithm's own options)",
+    "learner": "the DeepSpeed learner and the policy objective",
+    "logger": "console, metrics.jsonl, wandb, TensorBoard",
+    "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling",
+    "eval": "`agentforge eval`: the evaluation protocol",
+    "sft": "the expert-SFT warm start and `agentforge sft`",
+    "rft": "the RFT warm start and `agentforge rft`",
+    "rollout": "`agentforge rollout`: play only",
+    "launch": "`agentforge launch slurm key=value ...` (not Hydra keys: the launcher's own)",
+    "env_pool": "the Ray env workers",
+    "top": "keys outside the groups",
+}
+OBJECTIVE_KEYS = ("learner.loss.", "learner.old_logprobs", "learner.rollout_correction.", "learner.ppo_epochs",
+                  "learner.mini_batch_size", "learner.mini_batch_unit", "learner.shuffle", "learner.temperature",
+                  "trainer.dynamic_sampling.")
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    type: str
+    default: str
+    help: str
+
+
+def rows(schema: Any, prefix: str) -> list[Row]:
+    """Every key of a schema, nested sections flattened (learner.loss.eps_low ...)."""
+    out: list[Row] = []
+    for name, option in options(schema).items():
+        key = f"{prefix}.{name}" if prefix else name
+        if option.nested is not None:
+            out += rows(option.nested, key)
+            continue
+        choices = f" ({' | '.join('null' if c is None else str(c) for c in option.choices)})" if option.choices else ""
+        out.append(Row(key, option.type_name, default_text(option.default), f"{option.help}{choices}".strip()))
+    return out
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a group whose keys depend on the option chosen (engine, env, algorithm)."""
+    if group == "engine":
+        return list(ENGINE_SCHEMAS)
+    if group == "env":
+        from agentforge.envs import ENVS
+
+        return ENVS.names()
+    if group == "algorithm":
+        import agentforge.algorithms  # noqa: F401
+        from agentforge.algorithms.base import ALGORITHMS
+
+        return ALGORITHMS.names()
+    return []
+
+
+def group_rows(group: str, option: str | None = None) -> list[Row]:
+    from agentforge.schema.groups import TopLevelSchema
+
+    if group == "top":
+        return rows(TopLevelSchema, "")
+    if group in SECTIONS:
+        return rows(SECTIONS[group], group)
+    if group == "learner":
+        return rows(learner_schema(), "learner")
+    if group == "launch":
+        return rows(launch_schema(), "")
+    resolve = {"engine": lambda n: ENGINE_SCHEMAS[n], "env": env_schema, "algorithm": algorithm_schema}.get(group)
+    if resolve is None:
+        raise KeyError(group)
+    names = [option] if option else group_options(group)
+    out: list[Row] = []
+    for name in names:
+        out += [Row(r.key.replace(f"{group}.", f"{group}[{name}].", 1), r.type, r.default, r.help)
+                for r in rows(resolve(name), group)]
+    return out
+
+
+def markdown(table: list[Row]) -> str:
+    lines = ["| key | type | default | help |", "| --- | --- | --- | --- |"]
+    for r in table:
+        cells = [f"`{r.key}`", r.type.replace("|", "\\|"), f"`{r.default}`".replace("|", "\\|"),
+                 r.help.replace("|", "\\|")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def objective_rows() -> list[Row]:
+    every = group_rows("learner") + group_rows("trainer")
+    return [r for r in every if r.key.startswith(OBJECTIVE_KEYS) and not r.key.startswith("learner.lora")]
+
+
+def reference_markdown() -> str:
+    """docs/configuration.md: every group's keys."""
+    parts = ["# Configuration reference",
+             "",
+             "Generated from the schema (`agentforge/schema/`, the learner's `LearnerConfig`, each algorithm's config "
+             "class, each env's constructor) by `agentforge config --markdown`; `tests/unit/test_schema.py` fails when "
+             "this file and the schema drift. Every key is checked when a command starts: unknown keys (with the "
+             "nearest valid one), types, bounds and choices, all problems at once, exit status 2.",
+             ""]
+    for group in ("top", "model", "engine", "env", "agent", "algorithm", "learner", "trainer", "sft", "rft", "eval",
+                  "rollout", "env_pool", "logger", "launch"):
+        parts += [f"## {group}", "", GROUP_HELP[group] + ".", "", markdown(group_rows(group)), ""]
+    return "\n".join(parts)
+
+
+def config_command(args: list[str]) -> int:
+    """`agentforge config [group [option]] [--markdown]`."""
+    as_markdown = "--markdown" in args
+    args = [a for a in args if a != "--markdown"]
+    if not args:
+        if as_markdown:
+            print(reference_markdown())
+            return 0
+        print("config groups (agentforge config <group> [option] lists their keys):")
+        for group, text in GROUP_HELP.items():
+            print(f"  {group:<10} {text}")
+        return 0
+    group, option = args[0], (args[1] if len(args) > 1 else None)
+    try:
+        table = group_rows(group, option)
+    except KeyError:
+        valid = ", ".join(GROUP_HELP)
+        print(f"agentforge config: unknown group {group!r}; groups: {valid}", file=sys.stderr)
+        return 2
+    except Exception as error:  # an unknown option of a group (env, algorithm, engine)
+        print(f"agentforge config: {group} {option!r}: {error}; options: {', '.join(group_options(group))}",
+              file=sys.stderr)
+        return 2
+    if as_markdown:
+        print(markdown(table))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Table(title=f"{group}{f' ({option})' if option else ''}: {GROUP_HELP.get(group, '')}")
+    for column in ("key", "type", "default", "help"):
+        out.add_column(column, overflow="fold")
+    for r in table:
+        out.add_row(r.key, r.type, r.default, r.help)
+    Console().print(out)
+    return 0

