@@ -54,6 +54,9 @@ def available_recipes() -> dict[str, Path]:
 
 def register_recipes(files: Iterable[Path] = ()) -> dict[str, Path]:
     """Put every recipe (and the extra `files`) into Hydra's ConfigStore under the `recipe` group."""
+    from agentforge.schema.store import register_schemas
+
+    register_schemas()  # the engines', envs' and algorithms' schema defaults, under schema/<group>/<option>
     recipes = available_recipes()
     recipes.update({Path(f).stem: Path(f) for f in files})
     store = ConfigStore.instance()

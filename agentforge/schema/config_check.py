@@ -108,7 +108,7 @@ def config_problems(cfg: DictConfig) -> list[str]:
             problems += error.problems
         except ConfigError as error:
             problems.append(str(error))
-    return problems
+    return list(dict.fromkeys(problems))  # a problem two checks see (the learner's, the run's learner) once
 
 
 def check_config(cfg: DictConfig) -> None:

@@ -22,8 +22,9 @@ GROUP_HELP = {
     "engine": "the rollout engine (vllm, hf)",
     "env": "the environment (each env's own options)",
     "agent": "how episodes are played: turns, history, sampling",
-    "algorithm": "advantages and rollout workflow (each algorithm's own options)",
-    "learner": "the DeepSpeed learner and the policy objective",
+    "algorithm": "advantages and rollout workflow (each algorithm's own options; docs/tjpo.md, docs/strata.md, "
+                 "docs/t2po.md, docs/trajevolve.md, docs/gigpo.md)",
+    "learner": "the DeepSpeed learner and the policy objective (docs/objectives.md)",
     "logger": "console, metrics.jsonl, wandb, TensorBoard",
     "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling",
     "eval": "`agentforge eval`: the evaluation protocol",
@@ -117,7 +118,7 @@ def reference_markdown() -> str:
     parts = ["# Configuration reference",
              "",
              "Generated from the schema (`agentforge/schema/`, the learner's `LearnerConfig`, each algorithm's config "
-             "class, each env's constructor) by `agentforge config --markdown`; `tests/unit/test_schema.py` fails when "
+             "class, each env's constructor) by `agentforge config --sync-docs`; `tests/unit/test_schema.py` fails when "
              "this file and the schema drift. Every key is checked when a command starts: unknown keys (with the "
              "nearest valid one), types, bounds and choices, all problems at once, exit status 2.",
              ""]
@@ -127,8 +128,73 @@ def reference_markdown() -> str:
     return "\n".join(parts)
 
 
+GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
+                 "env": "sokoban, webshop, search_qa, scienceworld, alfworld, alfworld_intervention",
+                 "algorithm": "grpo, gigpo, tjpo, strata, t2po, trajevolve, dr_grpo (GRPO preset)",
+                 "agent": "default", "learner": "deepspeed", "logger": "console"}
+README_BLOCKS = ("config-groups", "objective")
+DOCS_PATH = "docs/configuration.md"
+
+
+def groups_table() -> str:
+    """The README's overview: each group, its options, what it holds and how many keys."""
+    lines = ["| group | options | what | keys |", "| --- | --- | --- | --- |"]
+    for group, text in GROUP_HELP.items():
+        if group == "top":
+            continue
+        choices = group_options(group)
+        counts = sorted({len(group_rows(group, option)) for option in choices}) if choices else \
+            [len(group_rows(group))]
+        count = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]} per option"
+        keys = f"{count} (`agentforge config {group}`)"
+        lines.append(f"| `{group}` | {GROUP_CHOICES.get(group, '—')} | {text} | {keys} |")
+    return "\n".join(lines)
+
+
+def readme_block(name: str) -> str:
+    return groups_table() if name == "config-groups" else markdown(objective_rows())
+
+
+def replace_block(text: str, name: str, content: str) -> str:
+    """Put `content` between the README's `<!-- generated: name -->` and `<!-- end generated: name -->` lines."""
+    start, end = f"<!-- generated: {name} -->", f"<!-- end generated: {name} -->"
+    if start not in text or end not in text:
+        raise ValueError(f"the README has no {start} ... {end} block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{content}\n{end}{tail}"
+
+
+def sync_docs(root: str = ".", write: bool = True) -> list[str]:
+    """Regenerate the README's tables and docs/configuration.md from the schema; returns the files that differed."""
+    from pathlib import Path
+
+    changed = []
+    readme = Path(root) / "README.md"
+    text = readme.read_text()
+    new = text
+    for name in README_BLOCKS:
+        new = replace_block(new, name, readme_block(name))
+    if new != text:
+        changed.append(str(readme))
+        if write:
+            readme.write_text(new)
+    reference = Path(root) / DOCS_PATH
+    content = reference_markdown() + "\n"
+    if not reference.is_file() or reference.read_text() != content:
+        changed.append(str(reference))
+        if write:
+            reference.write_text(content)
+    return changed
+
+
 def config_command(args: list[str]) -> int:
-    """`agentforge config [group [option]] [--markdown]`."""
+    """`agentforge config [group [option]] [--markdown]`; `--sync-docs` rewrites the README's tables and
+    docs/configuration.md from the schema (run from the repository)."""
+    if "--sync-docs" in args:
+        changed = sync_docs()
+        print("updated: " + (", ".join(changed) if changed else "nothing (already in sync)"))
+        return 0
     as_markdown = "--markdown" in args
     args = [a for a in args if a != "--markdown"]
     if not args:
