@@ -46,6 +46,7 @@ def intervention_env_options(condition: str, cases: str, max_steps: int) -> dict
 
     defaults = yaml.safe_load((Path(conf.__file__).parent / "env" / f"{INTERVENTION_ENV}.yaml").read_text()) or {}
     defaults.pop("name", None)
+    defaults.pop("defaults", None)  # the Hydra defaults list (its schema's defaults), not an env option
     return {**defaults, "condition": condition, "cases": cases, "max_steps": max_steps}
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from agentforge.errors import ConfigError
 
@@ -18,6 +19,20 @@ PORT_SPAN = 3500
 @dataclass
 class SlurmOptions:
     """One launch. Defaults suit a small CPU job; GPU jobs set `gpus_per_node`."""
+
+    option_help: ClassVar[dict[str, str]] = {
+        "nodes": "Slurm nodes (the Ray head on the first)", "cpus_per_node": "CPUs per node",
+        "gpus_per_node": "GPUs per node (0: a CPU job)", "partition": "Slurm partition (null: the default)",
+        "account": "Slurm account", "time": "Slurm's time limit (null: the partition's default)",
+        "constraint": "Slurm --constraint", "mem": "memory per node, Slurm syntax (e.g. 64G)",
+        "image": "a container image (.sif or docker://...): every node's commands run in `apptainer exec`",
+        "job_name": "the Slurm job name", "ray_port": "GCS port on the head; the other Ray ports derive from it",
+        "object_store_gb": "Ray object store per node (GiB)",
+        "join_timeout": "seconds for every node to join the Ray cluster before the job fails",
+        "signal_seconds": "SIGUSR1 this long before the time limit: checkpoint, stop, requeue",
+        "run_dir": "the run dir (default runs/train/<time>-slurm; on a filesystem every node sees)",
+        "extra_sbatch": "more #SBATCH lines, e.g. [--qos=high]",
+    }
 
     nodes: int = 1
     cpus_per_node: int = 2

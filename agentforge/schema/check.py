@@ -80,13 +80,14 @@ def check_value(path: str, value: Any, option: Option, problems: list[str]) -> N
     if value == "???":
         problems.append(f"{path}: required; set {path}=<{option.type_name}>")
         return
+    about = f" — {option.help}" if option.help else ""
     if not fits(value, option.annotation):
         example = "" if option.default in (MISSING, None) else f" (default {option.default!r})"
-        problems.append(f"{path}={value!r}: must be {described(option.annotation)}{example}")
+        problems.append(f"{path}={value!r}: must be {described(option.annotation)}{example}{about}")
         return
     problem = bounds_problem(value, option)
     if problem:
-        problems.append(f"{path}={value!r}: {problem}")
+        problems.append(f"{path}={value!r}: {problem}{about}")
 
 
 def described(annotation: Any) -> str:

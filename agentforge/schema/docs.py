@@ -118,8 +118,8 @@ def reference_markdown() -> str:
     parts = ["# Configuration reference",
              "",
              "Generated from the schema (`agentforge/schema/`, the learner's `LearnerConfig`, each algorithm's config "
-             "class, each env's constructor) by `agentforge config --sync-docs`; `tests/unit/test_schema.py` fails when "
-             "this file and the schema drift. Every key is checked when a command starts: unknown keys (with the "
+             "class, each env's constructor) by `agentforge config --sync-docs`; `tests/unit/test_schema.py` fails "
+             "when this file and the schema drift. Every key is checked when a command starts: unknown keys (with the "
              "nearest valid one), types, bounds and choices, all problems at once, exit status 2.",
              ""]
     for group in ("top", "model", "engine", "env", "agent", "algorithm", "learner", "trainer", "sft", "rft", "eval",

@@ -75,12 +75,15 @@ def options(schema: Any) -> dict[str, Option]:
     if isinstance(schema, GeneratedSchema):
         return {key: _option(key, annotation, f) for key, annotation, f in schema.fields}
     hints = typing.get_type_hints(schema)
-    return {f.name: _option(f.name, hints.get(f.name, Any), f) for f in dataclasses.fields(schema)}
+    helps = getattr(schema, "option_help", {}) or {}
+    return {f.name: _option(f.name, hints.get(f.name, Any), f, helps.get(f.name, ""))
+            for f in dataclasses.fields(schema)}
 
 
-def _option(name: str, annotation: Any, f: Any) -> Option:
+def _option(name: str, annotation: Any, f: Any, help_line: str = "") -> Option:
+    """An option from a dataclass field; help from `opt(...)` metadata, else a class's `option_help` entry."""
     meta = dict(f.metadata)
-    return Option(name, annotation, _default(f), meta.get("help", ""), meta.get("ge"), meta.get("gt"),
+    return Option(name, annotation, _default(f), meta.get("help") or help_line, meta.get("ge"), meta.get("gt"),
                   meta.get("le"), meta.get("lt"), meta.get("choices"))
 
 

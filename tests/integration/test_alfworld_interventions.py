@@ -38,7 +38,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "env" / "alfworld_interven
 @pytest.fixture(scope="module")
 def envs():
     """One env per condition, built from the Hydra config as the eval command builds them."""
-    options = {k: v for k, v in yaml.safe_load(CONF.read_text()).items() if k != "name"}
+    options = {k: v for k, v in yaml.safe_load(CONF.read_text()).items() if k not in ("name", "defaults")}
     built = {c: make_env("alfworld_intervention", {**options, "condition": c}) for c in CONDITIONS}
     yield built
     for env in built.values():
