@@ -61,8 +61,8 @@ def plot_training_curves(
             intervals = [rate_interval(r, key) for r in kept]
             known = all(i is not None for i in intervals)
             if key.startswith("eval/"):
-                errors = [[y - lo for y, (lo, _) in zip(ys, intervals, strict=True)],
-                          [hi - y for y, (_, hi) in zip(ys, intervals, strict=True)]] if known else None
+                errors = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, intervals, strict=True)],
+                          [max(0.0, hi - y) for y, (_, hi) in zip(ys, intervals, strict=True)]] if known else None
                 ax.errorbar(xs, ys, yerr=errors, linestyle="--", marker="o", capsize=3,
                             label=f"{key} (95 %)" if known else key)
             else:

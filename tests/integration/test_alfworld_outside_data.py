@@ -200,7 +200,7 @@ def test_the_cli_rejects_bad_alfworld_data_in_seconds(tmp_path, problem):
         source, env, says = str(tmp_path / "data"), {}, str(broken)
     result, seconds = run_cli("train", "recipe=gigpo_alfworld", f"env.data_source={source}",
                               f"hydra.run.dir={tmp_path / 'run'}", env=env)
-    assert result.returncode == 1, result.stderr[-2000:]
-    assert says in result.stderr and "agentforge: error:" in result.stderr
+    assert result.returncode == 2, result.stderr[-2000:]  # a config error (the data it names)
+    assert says in result.stderr and "agentforge: config error:" in result.stderr
     assert "unrecognized arguments" not in result.stderr and "Traceback" not in result.stderr
     assert seconds < 30, f"took {seconds:.1f} s"

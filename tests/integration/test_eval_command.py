@@ -103,7 +103,7 @@ def test_bad_input_fails_before_start_up_with_a_clear_error(run, tmp_path):
     with pytest.raises(ConfigError, match="does not fit the recipe's model"):
         evaluate(tmp_path / "x", f"checkpoint={run}", "model.num_layers=3")
     done = run_cli("eval", "recipe=debug", "checkpoint=/no/such/run", cwd=tmp_path, timeout=120)
-    assert done.returncode == 1 and "agentforge: error: checkpoint=/no/such/run: no such file" in done.stderr
+    assert done.returncode == 2 and "agentforge: config error: checkpoint=/no/such/run: no such file" in done.stderr
 
 
 def test_a_lora_checkpoint_loads_as_the_learners_merged_export(tiny_model_dir, tmp_path):
