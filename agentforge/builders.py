@@ -61,7 +61,12 @@ def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:
     options.pop("kv_cache_max_gb", None)
     if options.get("logprobs_mode", "auto") == "auto":
         options["logprobs_mode"] = engine_logprobs_mode(cfg)
-    return make_engine(cfg.engine.name, spec, options)
+    from agentforge.engines.shared import shared_engine, sharing
+
+    name = str(cfg.engine.name)
+    if sharing() and name == "vllm":  # the test suite: one vLLM engine for all runs with the same settings
+        return shared_engine(name, spec, options, lambda: make_engine(name, spec, options))
+    return make_engine(name, spec, options)
 
 
 def engine_logprobs_mode(cfg: DictConfig) -> str:

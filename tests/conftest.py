@@ -20,6 +20,17 @@ TINY_TRAIN = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_rollout_engine():
+    """Runs in this process with the same engine settings share one vLLM engine (agentforge.engines.shared): the
+    suite makes dozens of runs, and each used to start an engine of its own. Subprocess runs are unaffected."""
+    from agentforge.engines import shared
+
+    shared.enable(True)
+    yield
+    shared.enable(False)
+
+
 @pytest.fixture(scope="session")
 def tiny_spec() -> ModelSpec:
     """The tiny 2-layer Llama with the SmolLM2 tokenizer, fp32 (built on first use, under a second after that)."""

@@ -100,6 +100,7 @@ class Trainer:
                                           loss.kl_horizon) if loss.kl_in == "reward" and loss.kl_coef > 0 else None
         self.dynamic_sampling = DynamicSampling.from_config(self.tcfg.get("dynamic_sampling"))
         check_memory_fit(self.spec.path, learner_cfg)
+        warn_about_the_objective(learner_cfg)
         console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
                       f"{cfg.engine.name} · run dir {self.run_dir}")
         self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
@@ -384,6 +385,17 @@ class Trainer:
                 closer()
             except Exception as error:  # closing must not hide the real error
                 log.warning("error while closing: %s", error)
+
+
+def warn_about_the_objective(learner_cfg: Any) -> None:
+    """Combinations that run but train worse than the user probably expects, said once at start."""
+    spec = learner_cfg.objective_spec()
+    if spec.policy_loss == "gspo" and learner_cfg.old_logprobs == "engine" and max(spec.clip.eps_low,
+                                                                                   spec.clip.eps_high) < 0.01:
+        log.warning("learner.loss.policy_loss=gspo clips the turn ratio at 1 +- %.0e, far below an engine's "
+                    "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
+                    "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
+                    "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
 
 
 def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:

@@ -200,3 +200,17 @@ def test_policy_loss_defaults_fill_the_clip_and_aggregation():
     assert vanilla.agg_mode == "token-mean"
     gpg = LearnerConfig.from_mapping({"loss": {"policy_loss": "gpg", "agg_mode": "seq-mean-token-sum"}})
     assert gpg.validate().objective_spec().policy_loss == "reinforce"
+
+
+def test_gspo_on_engine_logprobs_is_warned_about(caplog):
+    from agentforge.training.trainer import warn_about_the_objective
+
+    with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
+        warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}))
+    assert "set learner.old_logprobs=recompute" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
+        warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"},
+                                                             "old_logprobs": "recompute"}))
+        warn_about_the_objective(LearnerConfig())
+    assert caplog.text == ""
