@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/vs_trl.py
 	$(BIN)/python benchmarks/t2po_tti.py
 	$(BIN)/python benchmarks/strata_selection.py
+	$(BIN)/python benchmarks/objective_options.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache
