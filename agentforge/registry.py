@@ -30,6 +30,11 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._items)
 
+    def builtin_names(self) -> list[str]:
+        """The names agentforge itself registers (not plugins or tests that registered theirs in this process)."""
+        return sorted(n for n, obj in self._items.items()
+                      if str(getattr(obj, "__module__", "")).split(".")[0] == "agentforge")
+
     def get(self, name: str) -> T:
         if name in self._items:
             return self._items[name]

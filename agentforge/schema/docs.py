@@ -61,23 +61,24 @@ def rows(schema: Any, prefix: str) -> list[Row]:
     return out
 
 
-def group_options(group: str) -> list[str]:
-    """The options of a group whose keys depend on the option chosen (engine, env, algorithm)."""
+def group_options(group: str, builtin_only: bool = False) -> list[str]:
+    """The options of a group whose keys depend on the option chosen (engine, env, algorithm); `builtin_only`
+    leaves out plugins registered in this process (the generated docs list agentforge's own)."""
     if group == "engine":
         return list(ENGINE_SCHEMAS)
     if group == "env":
         from agentforge.envs import ENVS
 
-        return ENVS.names()
+        return ENVS.builtin_names() if builtin_only else ENVS.names()
     if group == "algorithm":
         import agentforge.algorithms  # noqa: F401
         from agentforge.algorithms.base import ALGORITHMS
 
-        return ALGORITHMS.names()
+        return ALGORITHMS.builtin_names() if builtin_only else ALGORITHMS.names()
     return []
 
 
-def group_rows(group: str, option: str | None = None) -> list[Row]:
+def group_rows(group: str, option: str | None = None, builtin_only: bool = False) -> list[Row]:
     from agentforge.schema.groups import TopLevelSchema
 
     if group == "top":
@@ -91,7 +92,7 @@ def group_rows(group: str, option: str | None = None) -> list[Row]:
     resolve = {"engine": lambda n: ENGINE_SCHEMAS[n], "env": env_schema, "algorithm": algorithm_schema}.get(group)
     if resolve is None:
         raise KeyError(group)
-    names = [option] if option else group_options(group)
+    names = [option] if option else group_options(group, builtin_only)
     out: list[Row] = []
     for name in names:
         out += [Row(r.key.replace(f"{group}.", f"{group}[{name}].", 1), r.type, r.default, r.help)
@@ -124,7 +125,7 @@ def reference_markdown() -> str:
              ""]
     for group in ("top", "model", "engine", "env", "agent", "algorithm", "learner", "trainer", "sft", "rft", "eval",
                   "rollout", "env_pool", "logger", "launch"):
-        parts += [f"## {group}", "", GROUP_HELP[group] + ".", "", markdown(group_rows(group)), ""]
+        parts += [f"## {group}", "", GROUP_HELP[group] + ".", "", markdown(group_rows(group, builtin_only=True)), ""]
     return "\n".join(parts)
 
 
@@ -142,7 +143,7 @@ def groups_table() -> str:
     for group, text in GROUP_HELP.items():
         if group == "top":
             continue
-        choices = group_options(group)
+        choices = group_options(group, builtin_only=True)
         counts = sorted({len(group_rows(group, option)) for option in choices}) if choices else \
             [len(group_rows(group))]
         count = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]} per option"

@@ -58,15 +58,17 @@ def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, list[str]]:
             parent = ".".join(parts[:i]) or "config"
             keys = list(node.keys()) if OmegaConf.is_dict(node) else []
             return False, parent, [str(k) for k in keys]
-        node = node[part]
+        node = node._get_node(part)  # not node[part]: that resolves interpolations (run_dir's ${hydra:...})
     return True, "", []
 
 
 def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig | None]:
     """Every problem of a command line's overrides (unknown keys, values the schema refuses, the multi-key checks),
     and the composed config when it could be composed."""
+    from agentforge.config import register_recipes
     from agentforge.schema.config_check import config_problems
 
+    register_recipes()  # the built-in recipes and the schema defaults (a recipe file's own stays registered)
     overrides = _first_values(overrides)
     groups, keyed = [], []
     for text in overrides:

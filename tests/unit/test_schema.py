@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentforge.config import available_recipes, compose_config
+from agentforge.envs import ENVS
+from agentforge.envs.sokoban import SokobanEnv
 from agentforge.errors import ConfigError, ConfigProblems
 from agentforge.schema.config_check import check_config, config_problems
 from agentforge.schema.docs import group_options, group_rows, sync_docs
@@ -48,6 +50,12 @@ def test_all_problems_of_a_command_line_at_once_with_the_nearest_key():
     text = "\n".join(problems)  # inconsistent combinations, each its own line
     assert len(problems) == 3 and "kl_estimator='k9' is unknown" in text and "top_p=0.9 (use 1.0)" in text
     assert "gigpo compares rollouts within a group" in text
+
+
+def test_keys_whose_defaults_interpolate_hydra_can_be_overridden(tmp_path):
+    # run_dir's default is ${hydra:...}: checking that the key exists must not resolve it (no HydraConfig here)
+    problems, cfg = override_problems(["command=train", "recipe=debug", f"run_dir={tmp_path / 'run'}", "seed=3"])
+    assert problems == [] and cfg is not None and cfg.run_dir == str(tmp_path / "run")
 
 
 def test_the_cli_says_every_problem_without_a_traceback_and_exits_2(tmp_path):
@@ -102,7 +110,15 @@ def test_the_yaml_values_are_the_schemas_defaults():
             assert default_text(node) == row.default, row.key
 
 
+class DocsPluginEnv(SokobanEnv):
+    """A plugin env registered in this process, as other tests' envs are: the generated docs leave it out."""
+
+
 def test_the_readme_tables_and_the_reference_are_generated_from_the_schema():
+    if "docs_plugin_env_test" not in ENVS.names():
+        ENVS.register("docs_plugin_env_test")(DocsPluginEnv)
+    assert "docs_plugin_env_test" in group_options("env")
+    assert "docs_plugin_env_test" not in group_options("env", builtin_only=True)
     assert sync_docs(str(REPO), write=False) == [], "run `agentforge config --sync-docs` and commit the result"
 
 
