@@ -61,9 +61,15 @@ def build_engine(cfg: DictConfig, spec: ModelSpec) -> RolloutEngine:
     options.pop("kv_cache_max_gb", None)
     if options.get("logprobs_mode", "auto") == "auto":
         options["logprobs_mode"] = engine_logprobs_mode(cfg)
+    from agentforge.engines.replicas.options import ReplicaOptions
     from agentforge.engines.shared import shared_engine, sharing
 
     name = str(cfg.engine.name)
+    replicas, options = ReplicaOptions.split(options)
+    if replicas.enabled:  # Ray-hosted engines behind a router (agentforge/engines/replicas/)
+        from agentforge.engines.replicas import ReplicatedEngine
+
+        return ReplicatedEngine(name, spec, options, replicas)
     if sharing() and name == "vllm":  # the test suite: one vLLM engine for all runs with the same settings
         return shared_engine(name, spec, options, lambda: make_engine(name, spec, options))
     return make_engine(name, spec, options)

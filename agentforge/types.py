@@ -71,6 +71,8 @@ class Completion:
     forced_mask: list[bool] = field(default_factory=list)
     entropy: list[float] | None = None
     top_prob: list[float] | None = None
+    policy_version: int | None = None  # the weight version that sampled it (engine replicas count their pushes)
+    replica: int | None = None  # the engine replica that sampled it
 
     def __post_init__(self) -> None:
         if not self.forced_mask:

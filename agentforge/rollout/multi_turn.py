@@ -114,6 +114,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
             info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error,
                                     "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids,
                                                                       completion.text)}
+            if completion.policy_version is not None:  # engine replicas: which weights, which replica
+                info.update(policy_version=completion.policy_version, replica=completion.replica)
             if outcome is not None:
                 info.update(outcome.info)
             shown_action = result.action if outcome is not None else f"(invalid: {result.action or 'none'})"
@@ -155,7 +157,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
             specs = [self.hooks.turn_intervention(e, ctx) for e in batch]
             interventions = specs if any(s is not None for s in specs) else None
             completions = ctx.generate([prompts[i] for i in pending], self.hooks.turn_sampling(ctx),
-                                       interventions=interventions)
+                                       interventions=interventions, keys=[e.slot for e in batch])
             keep = list(self.hooks.review_turns(batch, completions, attempt, ctx))
             if len(keep) != len(batch):
                 raise AgentforgeError(f"rollout hooks {self.hooks.name!r}: review_turns returned {len(keep)} "

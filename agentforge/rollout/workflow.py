@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,10 +81,15 @@ class RolloutContext:
         return replace(self, pool=pool, template=template or self.template, stats=RolloutStats())
 
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
-                 interventions: list[InterventionSpec | None] | None = None, extra: bool = False) -> list[Completion]:
-        """Generate with the engine and count it; `extra=True` marks generations outside the env turns."""
+                 interventions: list[InterventionSpec | None] | None = None, extra: bool = False,
+                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
+        """Generate with the engine and count it; `extra=True` marks generations outside the env turns. `keys`
+        (one per prompt: its episode) let engine replicas send an episode's turns to the same replica."""
         t0 = time.perf_counter()
-        completions = self.engine.generate(prompts, sampling or self.config.sampling, interventions)
+        if keys is not None and getattr(self.engine, "routes_by_key", False):
+            completions = self.engine.generate(prompts, sampling or self.config.sampling, interventions, keys=keys)
+        else:
+            completions = self.engine.generate(prompts, sampling or self.config.sampling, interventions)
         self.stats.generate_seconds += time.perf_counter() - t0
         self.stats.generated_tokens += sum(len(c.token_ids) for c in completions)
         if extra:

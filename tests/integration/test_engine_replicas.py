@@ -1,0 +1,208 @@
+"""Engine replicas as Ray actors (tiny model): what an engine does works through one (log-probs, uncertainty,
+score, decoding interventions), one replica reproduces the in-process engine, weights reach every replica over the
+gloo weight group exactly as through the object store, a killed replica is restarted with the current weights and
+its part of the call done again, a hung one fails the push with its index, and a training run on replicas (colocated:
+sleep during the update, wake before the push) records where each replica ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+import torch
+
+from agentforge.config import compose_config
+from agentforge.engines import make_engine
+from agentforge.engines.interventions import InterventionSpec
+from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.types import SamplingConfig
+
+pytestmark = pytest.mark.integration
+
+HF = {"dtype": "float32", "batch_size": 8}
+SAMPLING = SamplingConfig(max_new_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    from agentforge.envs.pool import ensure_ray
+
+    ensure_ray(num_cpus=2)
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny_tokenizer):
+    return [tiny_tokenizer.encode(f"The room {i} has a box and", add_special_tokens=False) for i in range(6)]
+
+
+def perturbed(spec, scale: float) -> list[tuple[str, torch.Tensor]]:
+    from agentforge.engines.shared import checkpoint_tensors
+
+    return [(n, t * scale if t.is_floating_point() else t) for n, t in checkpoint_tensors(spec.path)]
+
+
+@pytest.fixture
+def one_thread():
+    """The replicas compute with one thread each: so does the in-process engine compared with them (another thread
+    count sums in another order, ~1e-6 apart)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def replicated(spec, n: int = 2, name: str = "hf", options: dict | None = None, **replica) -> ReplicatedEngine:
+    return ReplicatedEngine(name, spec, dict(options or HF), ReplicaOptions(replicas=n, **replica))
+
+
+def test_one_replica_reproduces_the_in_process_engine(ray_runtime, tiny_spec, prompts, one_thread):
+    local = make_engine("hf", tiny_spec, HF)
+    remote = replicated(tiny_spec, 1)
+    try:
+        local.reseed(5)
+        remote.reseed(5)
+        a, b = local.generate(prompts, SAMPLING), remote.generate(prompts, SAMPLING, keys=list(range(len(prompts))))
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        assert [c.logprobs for c in a] == [c.logprobs for c in b]
+        assert {c.replica for c in b} == {0} and {c.policy_version for c in b} == {0}
+    finally:
+        remote.close()
+        local.close()
+
+
+def test_vllm_through_a_replica_gives_log_probs_uncertainty_score_and_interventions(ray_runtime, tiny_spec, prompts,
+                                                                                     tiny_tokenizer):
+    options = {"dtype": "float32", "kv_cache_space_gb": 0.25, "max_model_len": 512}
+    engine = replicated(tiny_spec, 1, "vllm", options)
+    try:
+        engine.reseed(0)
+        prefix = tiny_tokenizer.encode("<action>", add_special_tokens=False)
+        spec = InterventionSpec("slot_fill", {"prefix": prefix, "free": 3, "suffix": [tiny_tokenizer.eos_token_id]})
+        sampling = SamplingConfig(max_new_tokens=12, uncertainty=True)
+        out = engine.generate(prompts[:3], sampling, [spec, None, spec], keys=[0, 1, 2])
+        for c in (out[0], out[2]):
+            assert c.token_ids[:len(prefix)] == prefix and all(c.forced_mask[:len(prefix)])
+            assert c.forced_mask[len(prefix):len(prefix) + 3] == [False] * 3
+        assert not any(out[1].forced_mask)
+        assert all(c.entropy is not None and len(c.entropy) == len(c.token_ids) for c in out)
+        scored = engine.score([prompts[1]], [out[1].token_ids])[0]
+        assert scored == pytest.approx(out[1].logprobs, abs=1e-4)  # the sampled log-probs are the model's
+    finally:
+        engine.close()
+
+
+def test_weights_over_the_process_group_equal_the_object_store_and_the_in_process_push(ray_runtime, tiny_spec,
+                                                                                       prompts, one_thread):
+    pushes = {"process_group": perturbed(tiny_spec, 0.9), "object_store": perturbed(tiny_spec, 0.8)}
+    local = make_engine("hf", tiny_spec, HF)
+    try:
+        responses = [c.token_ids for c in local.generate(prompts, SAMPLING)]
+        expected = {"before": local.score(prompts, responses)}
+        for how, new in pushes.items():
+            local.update_weights(new)
+            expected[how] = local.score(prompts, responses)
+    finally:
+        local.close()
+    engine = replicated(tiny_spec, 2, sync_bucket_mb=1)  # several buckets
+    sent = {}
+    try:
+        assert engine.score(prompts, responses) == expected["before"]
+        for version, (how, new) in enumerate(pushes.items(), start=1):
+            engine.options = replace(engine.options, weight_sync=how)
+            engine.update_weights(new)
+            assert engine.score(prompts, responses) == expected[how] != expected["before"]
+            sent[how] = engine.last_sync["engine/sync_bytes"]
+            out = engine.generate(prompts, SAMPLING)
+            assert engine.version == version and {c.policy_version for c in out} == {version}
+            assert {c.replica for c in out} == {0, 1}
+    finally:
+        engine.close()
+    assert sent["process_group"] == sent["object_store"] > 0
+
+
+def test_a_killed_replica_is_restarted_with_the_current_weights_and_its_turns_done_again(ray_runtime, tiny_spec,
+                                                                                         prompts):
+    new = perturbed(tiny_spec, 1.1)
+    engine = replicated(tiny_spec, 2)
+    engine.weight_source = lambda: new
+    try:
+        engine.update_weights(new)
+        responses = [c.token_ids for c in engine.generate(prompts, SAMPLING)]
+        expected = engine.score(prompts, responses)
+        os.kill(engine.replicas[1]["pid"], signal.SIGKILL)
+        time.sleep(1.0)
+        long = SamplingConfig(max_new_tokens=8)
+        out = engine.generate(prompts, long, keys=list(range(len(prompts))))
+        assert len(out) == len(prompts) and all(c.token_ids for c in out) and engine.restarts == 1
+        assert engine.replicas[1]["pid"] != 0 and {c.policy_version for c in out} == {1}
+        assert engine.score(prompts, responses) == expected  # the new replica holds the pushed weights
+        # killed in the middle of a call: the part it held is submitted again
+        threading.Timer(0.3, os.kill, (engine.replicas[0]["pid"], signal.SIGKILL)).start()
+        many = engine.generate(prompts * 8, SamplingConfig(max_new_tokens=32))
+        assert len(many) == len(prompts) * 8 and engine.restarts == 2
+        engine.update_weights(new)  # the weight group forms again with the new members
+        assert engine.score(prompts, responses) == expected
+    finally:
+        engine.close()
+
+
+def test_a_push_a_hung_replica_does_not_take_fails_naming_it(ray_runtime, tiny_spec):
+    engine = replicated(tiny_spec, 2, sync_timeout_s=4)
+    pid = engine.replicas[1]["pid"]
+    try:
+        engine.update_weights(perturbed(tiny_spec, 1.0))  # the group forms while both answer
+        os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(AgentforgeError, match=r"replica\(s\) \[1\] did not take it within engine.sync_timeout_s"):
+            engine.update_weights(perturbed(tiny_spec, 0.5))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        engine.close()
+
+
+def test_more_replicas_than_the_cluster_holds_are_refused_before_any_starts(ray_runtime, tiny_spec):
+    with pytest.raises(ConfigError, match="engine.replicas=512 × engine.replica_cpus=1 needs 512 CPU slots"):
+        replicated(tiny_spec, 512)
+
+
+BASE = [
+    "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "seed=0", "model.dtype=float32",
+    "engine=hf", "engine.dtype=float32", "learner.dtype=float32", "env.dim_room=[6,6]", "env.max_steps=4",
+    "agent.max_turns=2", "agent.sampling.max_new_tokens=16", "trainer.tasks_per_iteration=2", "trainer.group_size=2",
+    "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=0", "trainer.iterations=2",
+    "learner.lr=1e-3", "engine.replicas=2",
+]
+
+
+def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_where_replicas_ran(ray_runtime,
+                                                                                                   tmp_path):
+    from agentforge.training.trainer import Trainer
+
+    run_dir = tmp_path / "run"
+    trainer = Trainer(compose_config([*BASE, "engine.colocate=true"], run_dir=str(run_dir)))
+    events: list = []
+    close = trainer.engine.close
+
+    def close_after_reading_events() -> None:
+        events.extend(trainer.engine.take_events())
+        close()
+
+    trainer.engine.close = close_after_reading_events
+    trainer.fit()
+    # each replica, each iteration: asleep for the update, awake for the push of the next version
+    expected = [("sleep", 0), ("wake", 0), ("update_weights", 1), ("sleep", 1), ("wake", 1), ("update_weights", 2)]
+    assert events == [expected, expected]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["engine/version"] for r in rows if "engine/version" in r] == [1.0, 2.0]
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert sum(placement["actors_per_node"]["EngineReplica"].values()) == 2
+    from agentforge.tracking.trajectories import iteration_files, read_records
+
+    records = [r for path in iteration_files(run_dir).values() for r in read_records(path)]
+    infos = [turn["info"] for record in records for turn in record["turns"]]
+    assert {i["replica"] for i in infos} == {0, 1} and {i["policy_version"] for i in infos} == {0, 1}

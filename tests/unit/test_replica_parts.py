@@ -1,0 +1,142 @@
+"""The engine replicas' parts that need no Ray: the router, the weight group's buckets and broadcast (gloo, in
+threads), the resource check, the options and the config checks."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from agentforge.config import compose_config
+from agentforge.engines.replicas.engine import replica_resources
+from agentforge.engines.replicas.options import ReplicaOptions, check_replica_config
+from agentforge.engines.replicas.router import Router
+from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.schema.config_check import config_problems
+
+
+def test_an_episode_stays_on_its_replica_and_new_episodes_go_to_the_least_loaded():
+    router = Router(2)
+    first = router.route(["a", "b", "c", "d"])
+    assert sorted(first) == [0, 0, 1, 1]
+    for r in (0, 1):
+        router.done(r, 2)
+    assert router.route(["a", "b", "c", "d"]) == first  # sticky: the same replica holds each prefix
+    router.done(0, 2)
+    router.done(1, 2)
+    again = router.route(["a", "c", "x"])
+    assert again[:2] == [first[0], first[2]] and sum(router.in_flight) == 3
+    router.done(0, router.in_flight[0])
+    router.done(1, router.in_flight[1])
+    router.route(["a"])  # replica first[0] is busy now: a new episode goes to the other one
+    assert router.route(["new"]) == [1 - first[0]]
+
+
+def test_stickiness_gives_way_when_one_replica_would_take_the_whole_call():
+    router = Router(2, slack=0)
+    keys = [f"e{i}" for i in range(8)]
+    on_zero = [k for k, r in zip(keys, router.route(keys), strict=True) if r == 0]
+    router.done(0, 4)
+    router.done(1, 4)
+    # only the episodes that were on replica 0 play on: they must not all stay there
+    chosen = router.route(on_zero)
+    assert sorted(chosen) == [0, 0, 1, 1] and router.moved == 2
+
+
+def test_buckets_hold_one_dtype_and_respect_the_size():
+    named = [("a", torch.zeros(10)), ("b", torch.zeros(10)), ("c", torch.zeros(4, dtype=torch.bfloat16)),
+             ("d", torch.zeros(100)), ("e", torch.zeros(3))]
+    manifest = plan_buckets(named, bucket_bytes=80, version=7)
+    assert [[e.name for e in b.entries] for b in manifest.buckets] == [["a", "b"], ["c"], ["d"], ["e"]]
+    assert [b.dtype for b in manifest.buckets] == ["torch.float32", "torch.bfloat16", "torch.float32",
+                                                    "torch.float32"]
+    assert manifest.nbytes == sum(t.numel() * t.element_size() for _, t in named) and manifest.version == 7
+
+
+def test_a_broadcast_over_gloo_delivers_every_tensor_bit_exactly():
+    generator = torch.Generator().manual_seed(0)
+    named = [(f"w{i}", torch.randn(17, 5, generator=generator)) for i in range(5)]
+    named += [("half", torch.randn(33, generator=generator).to(torch.bfloat16)), ("ids", torch.arange(9))]
+    manifest = plan_buckets(named, bucket_bytes=600, version=1)
+    port, received, errors = free_port(), {}, []
+
+    def replica(rank: int) -> None:
+        try:
+            member = WeightGroupMember("127.0.0.1", port, rank, 3, "gloo", 30)
+            received[rank] = {n: t.clone() for bucket in member.receive(manifest) for n, t in bucket}
+            member.close()
+        except Exception as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=replica, args=(r,)) for r in (1, 2)]
+    for t in threads:
+        t.start()
+    sender = WeightGroupMember("127.0.0.1", port, 0, 3, "gloo", 30)
+    sender.send(manifest, named)
+    for t in threads:
+        t.join(30)
+    sender.close()
+    assert not errors and len(manifest.buckets) > 2
+    for rank in (1, 2):
+        for name, tensor in named:
+            assert torch.equal(received[rank][name], tensor), (rank, name)
+
+
+def test_a_group_that_cannot_form_names_the_setting():
+    with pytest.raises(AgentforgeError, match="engine.sync_port"):
+        WeightGroupMember("127.0.0.1", free_port(), 1, 2, "gloo", 1)  # nobody listens there
+
+
+CPU_NODE = [{"Alive": True, "Resources": {"CPU": 2.0}}]
+GPU_NODES = [{"Alive": True, "Resources": {"CPU": 16.0, "GPU": 8.0}}] * 2
+
+
+def test_replicas_that_do_not_fit_the_cluster_are_refused_before_start():
+    cpu = {"CPU": 2.0}
+    assert replica_resources(ReplicaOptions(replicas=2), 1, cpu, CPU_NODE) == {"CPU": 1.0}
+    with pytest.raises(ConfigError, match="needs 3 CPU slots; the Ray cluster has 2"):
+        replica_resources(ReplicaOptions(replicas=3), 1, cpu, CPU_NODE)
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 needs GPUs"):
+        replica_resources(ReplicaOptions(replicas=1), 2, cpu, CPU_NODE)
+    assert replica_resources(ReplicaOptions(replicas=4, colocate=True), 1, cpu, CPU_NODE) == {"CPU": 0.01}
+    gpus = {"CPU": 32.0, "GPU": 16.0}
+    assert replica_resources(ReplicaOptions(replicas=4), 4, gpus, GPU_NODES) == {"CPU": 1.0, "GPU": 4.0}
+    with pytest.raises(ConfigError, match="needs 20 GPUs; the Ray cluster has 16"):
+        replica_resources(ReplicaOptions(replicas=5), 4, gpus, GPU_NODES)
+    with pytest.raises(ConfigError, match="does not divide the GPUs of a node"):
+        replica_resources(ReplicaOptions(replicas=2), 3, gpus, GPU_NODES)
+    with pytest.raises(ConfigError, match="need 2 CPU; 1 of the cluster's 2 are free"):
+        replica_resources(ReplicaOptions(replicas=2), 1, cpu, CPU_NODE, free={"CPU": 1.0})
+
+
+def test_replica_options_are_split_from_the_engine_group_and_checked():
+    options, rest = ReplicaOptions.split({"replicas": 2, "weight_sync": "object_store", "dtype": "float32"})
+    assert options.replicas == 2 and options.weight_sync == "object_store" and rest == {"dtype": "float32"}
+    assert not ReplicaOptions.split({"dtype": None})[0].enabled
+    with pytest.raises(ConfigError, match="engine.replicas=0"):
+        ReplicaOptions.split({"replicas": 0})
+
+
+def test_bad_replica_settings_are_config_problems():
+    cfg = compose_config(["command=train", "recipe=debug", "engine.replicas=0", "engine.weight_sync=nccl_ipc"])
+    text = "\n".join(config_problems(cfg))
+    assert "engine.replicas=0: must be >= 1" in text and "engine.weight_sync='nccl_ipc'" in text
+
+
+def test_an_intervention_only_this_process_knows_is_refused_with_replicas():
+    from agentforge.engines.interventions import INTERVENTIONS, ForceSequence
+
+    class LocalOnly(ForceSequence):
+        """Registered here only: a replica process could not build it."""
+
+    if "local_only_test" not in INTERVENTIONS.names():
+        INTERVENTIONS.register("local_only_test")(LocalOnly)
+    bad = compose_config(["command=train", "recipe=debug", "engine.replicas=2",
+                          "agent.intervention={kind:local_only_test,params:{}}"])
+    with pytest.raises(ConfigError, match="dotted path"):
+        check_replica_config(bad)
+    fine = compose_config(["command=train", "recipe=debug", "engine.replicas=2",
+                           "agent.intervention={kind:force_sequence,params:{}}"])
+    check_replica_config(fine)
