@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python benchmarks/t2po_tti.py
 	$(BIN)/python benchmarks/strata_selection.py
 	$(BIN)/python benchmarks/objective_options.py
+	$(BIN)/python benchmarks/replicas.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache

@@ -2,7 +2,8 @@
 
     python benchmarks/rollout.py [--tasks 8] [--group 4] [--model smollm2-135m] [--dtype auto] [--skip-alfworld]
 
-Runs: Sokoban with vLLM (Ray env pool and in-process pool) and with HF transformers (Ray pool); ALFWorld with vLLM
+Every figure excludes warm-up (one untimed rollout per engine first). Runs: Sokoban with vLLM (Ray env pool and
+in-process pool) and with HF transformers (Ray pool); ALFWorld with vLLM
 (both pools). Reports per run generated tokens/s, episodes/s, env steps/s, and the agent-loop overhead: the rollout's
 wall time over the time spent generating its tokens (target <= 1.15x: the loop, prompt rendering, parsing and env
 steps should cost little beside generation); and the ratios vLLM/HF and Ray pool/in-process pool.
@@ -40,6 +41,9 @@ def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, ta
     try:
         ctx = build_rollout_context(cfg, engine, pool)
         workflow = make_algorithm(cfg.algorithm).workflow("rollout")
+        # one untimed warm-up rollout per engine: a cold engine's first batch pays for allocation and kernel choice
+        # (timing it made vLLM's figure depend on run order: 125 tok/s first, 179 second, same workload)
+        workflow.run(ctx, TaskSampler(env, "train").sample(1), args.group)
         sampled = TaskSampler(env, "eval").sample(tasks)
         result = workflow.run(ctx, sampled, args.group)
     finally:

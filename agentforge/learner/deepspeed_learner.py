@@ -535,6 +535,46 @@ class DeepSpeedLearnerRank:
                     out.append((hf_name(name), tensor.clone() if copy or self.config.zero_stage == 3 else tensor))
         return out
 
+    # ------------------------------------------------------------------ weights straight to engine replicas
+    # Rank 0 is the sender of the replicas' weight group (agentforge/engines/replicas/weight_group.py), so pushed
+    # weights go from this process to every replica over gloo/NCCL, never through Ray's object store and the driver.
+
+    def node_address(self) -> str:
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+    def join_weight_group(self, host: str, port: int, world_size: int, backend: str, timeout_s: float) -> None:
+        """Rank 0 only: become rank 0 (the sender) of the replicas' weight group."""
+        from agentforge.engines.replicas.weight_group import WeightGroupMember
+
+        self.leave_weight_group()
+        self._weight_group = WeightGroupMember(host, port, 0, world_size, backend, timeout_s)
+
+    def leave_weight_group(self) -> None:
+        group = getattr(self, "_weight_group", None)
+        self._weight_group = None
+        if group is not None:
+            group.close()
+
+    def prepare_push(self, version: int, bucket_bytes: int) -> Any:
+        """Collective: export the changed weights (every rank takes part: ZeRO-3 gathers); rank 0 keeps them for
+        `send_push` and returns the push's manifest (other ranks None)."""
+        from agentforge.engines.replicas.weight_group import plan_buckets
+
+        named = self.export_weights(only_changed=True, copy=False)
+        if self.rank != 0:
+            return None
+        self._pending_push = named
+        return plan_buckets(named, bucket_bytes, version)
+
+    def send_push(self, manifest: Any) -> None:
+        """Rank 0: broadcast the prepared push, bucket by bucket."""
+        named, self._pending_push = getattr(self, "_pending_push", None), None
+        if named is None or getattr(self, "_weight_group", None) is None:
+            raise AgentforgeError("send_push without prepare_push and join_weight_group on learner rank 0")
+        self._weight_group.send(manifest, named)
+
     def _gather_context(self) -> Callable[[list[torch.nn.Parameter]], contextlib.AbstractContextManager]:
         if self.config.zero_stage != 3:
             return lambda params: contextlib.nullcontext()

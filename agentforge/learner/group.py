@@ -188,6 +188,11 @@ class Learner:
                 out[i] = logp
         return out
 
+    @property
+    def actors(self) -> list[Any]:
+        """The ranks' Ray actors (empty in process)."""
+        return list(self._actors)
+
     def export_weights(self, only_changed: bool = False, copy: bool = True) -> list[tuple[str, torch.Tensor]]:
         """Rank 0's export in HF names (see `DeepSpeedLearnerRank.export_weights`); collective on all ranks."""
         return self._call_all("export_weights", only_changed, copy)[0]

@@ -32,8 +32,8 @@ class ReplicaSchema:
     replicas: int | None = opt(None, "null: one engine in the trainer's process; N: N engines as Ray actors behind a "
                                      "router (docs/cluster.md)", ge=1)
     replica_cpus: int = opt(1, "CPU threads (and Ray CPU slots) per replica", ge=1)
-    colocate: bool = opt(False, "replicas share the learner's devices and sleep during its update (verl's hybrid "
-                                "engine)")
+    colocate: bool = opt(False, "replicas share the learner's cores and sleep during its update (verl's hybrid "
+                                "engine; CPU only so far)")
     weight_sync: str = opt("process_group", "how replicas get new weights: a gloo/NCCL broadcast or Ray's object "
                                             "store", choices=("process_group", "object_store"))
     sync_backend: str = opt("auto", "auto: nccl on GPUs, gloo on CPU", choices=("auto", "gloo", "nccl"))

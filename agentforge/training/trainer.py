@@ -159,7 +159,13 @@ class Trainer:
     def _sync_weights(self) -> float:
         t0 = time.perf_counter()
         # the engine starts from the base weights and LoRA changes only the adapted modules: push just those
-        self.engine.update_weights(self.learner.export_weights(only_changed=True, copy=False))
+        push_from = getattr(self.engine, "update_weights_from", None)
+        if push_from is not None and self.learner.actors and self.cfg.engine.get("weight_sync") == "process_group":
+            from agentforge.engines.replicas.senders import LearnerRankZeroSender
+
+            push_from(LearnerRankZeroSender(self.learner.actors))  # rank 0 → replicas, not via the driver
+        else:
+            self.engine.update_weights(self.learner.export_weights(only_changed=True, copy=False))
         return time.perf_counter() - t0
 
     def _engine_sleep(self) -> None:

@@ -206,3 +206,39 @@ def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_
     records = [r for path in iteration_files(run_dir).values() for r in read_records(path)]
     infos = [turn["info"] for record in records for turn in record["turns"]]
     assert {i["replica"] for i in infos} == {0, 1} and {i["policy_version"] for i in infos} == {0, 1}
+
+
+def test_learner_rank_zero_sends_the_weights_to_the_replicas_itself(ray_runtime, tiny_spec, tiny_model_dir, prompts,
+                                                                   one_thread):
+    """A learner in a Ray actor (rank 0) is the weight group's sender: its update reaches the replica bit for bit
+    as the export through the driver would."""
+    import numpy as np
+
+    from agentforge.engines.replicas.senders import LearnerRankZeroSender
+    from agentforge.learner import Learner, LearnerConfig, TurnSample
+
+    rng = np.random.default_rng(0)
+    samples = []
+    for advantage in (1.0, -1.0, 0.5):
+        ids = rng.integers(0, 1000, 12)
+        samples.append(TurnSample(input_ids=ids, loss_mask=np.r_[np.zeros(5, bool), np.ones(7, bool)],
+                                  old_logprobs=np.zeros(12, np.float32), advantage=advantage, prompt_len=5))
+    config = LearnerConfig.from_mapping({"lr": 1e-2, "micro_batch_tokens": 40, "in_process": False})
+    engine = replicated(tiny_spec, 1)
+    learner = Learner(str(tiny_model_dir), config, in_process=False)
+    try:
+        learner.update(samples)
+        exported = learner.export_weights(only_changed=True)
+        responses = [c.token_ids for c in engine.generate(prompts, SAMPLING)]
+        before = engine.score(prompts, responses)
+        engine.update_weights_from(LearnerRankZeroSender(learner.actors))
+        after = engine.score(prompts, responses)
+        local = make_engine("hf", tiny_spec, HF)
+        local.update_weights(exported)
+        assert after == local.score(prompts, responses) != before
+        assert engine.version == 1 and engine.last_sync["engine/sync_bytes"] == sum(
+            t.numel() * t.element_size() for _, t in exported)
+        local.close()
+    finally:
+        learner.close()
+        engine.close()

@@ -107,6 +107,8 @@ def test_replicas_that_do_not_fit_the_cluster_are_refused_before_start():
         replica_resources(ReplicaOptions(replicas=5), 4, gpus, GPU_NODES)
     with pytest.raises(ConfigError, match="does not divide the GPUs of a node"):
         replica_resources(ReplicaOptions(replicas=2), 3, gpus, GPU_NODES)
+    with pytest.raises(ConfigError, match="colocate=true is not built on GPUs"):
+        replica_resources(ReplicaOptions(replicas=2, colocate=True), 1, gpus, GPU_NODES)
     with pytest.raises(ConfigError, match="need 2 CPU; 1 of the cluster's 2 are free"):
         replica_resources(ReplicaOptions(replicas=2), 1, cpu, CPU_NODE, free={"CPU": 1.0})
 

@@ -27,7 +27,8 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.engines.replicas.actor import EngineReplica
 from agentforge.engines.replicas.options import ReplicaOptions
 from agentforge.engines.replicas.router import Router
-from agentforge.engines.replicas.weight_group import WeightGroupMember, default_backend, free_port, plan_buckets
+from agentforge.engines.replicas.senders import LocalSender, WeightSender
+from agentforge.engines.replicas.weight_group import default_backend, free_port
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Completion, SamplingConfig
 
@@ -59,10 +60,14 @@ def _replica_bundle(options: ReplicaOptions, tensor_parallel: int, cluster: dict
         if any(g % tensor_parallel for g in per_node if g):
             raise ConfigError(f"engine.tensor_parallel_size={tensor_parallel} does not divide the GPUs of a node "
                               f"({', '.join(f'{g:g}' for g in per_node)}); choose a divisor")
-        if not options.colocate and n * tensor_parallel > gpus:
+        if options.colocate:
+            raise ConfigError("engine.colocate=true is not built on GPUs yet: learner ranks take whole GPUs, so a "
+                              "replica cannot share one (it needs one placement group for both); use "
+                              "engine.colocate=false, or the in-process engine with engine.enable_sleep_mode=true")
+        if n * tensor_parallel > gpus:
             raise ConfigError(f"engine.replicas={n} × engine.tensor_parallel_size={tensor_parallel} needs "
                               f"{n * tensor_parallel} GPUs; the Ray cluster has {gpus:g}: lower either")
-        return {"CPU": float(options.replica_cpus), "GPU": float(tensor_parallel) * (0.5 if options.colocate else 1)}
+        return {"CPU": float(options.replica_cpus), "GPU": float(tensor_parallel)}
     if tensor_parallel != 1:
         raise ConfigError(f"engine.tensor_parallel_size={tensor_parallel} needs GPUs; the Ray cluster has none: "
                           "use 1 on CPU (more replicas instead)")
@@ -124,7 +129,8 @@ class ReplicatedEngine:
         self.weight_source: WeightSource | None = None
         self.last_sync: dict[str, float] = {}
         self._seed: int | None = None
-        self._group: WeightGroupMember | None = None
+        self._sender: WeightSender | None = None  # rank 0 of the formed weight group
+        self._local_sender = LocalSender()
         self.actors: list[Any] = [None] * n
         try:
             for i in range(n):
@@ -257,31 +263,35 @@ class ReplicatedEngine:
                 except RayActorError as error:
                     self._restart(i, error)
 
-    def _form_group(self) -> WeightGroupMember:
+    def _form_group(self, sender: WeightSender) -> None:
+        """Replicas as ranks 1..N and `sender` as rank 0 of one process group (formed again when the sender changes
+        or a member was replaced)."""
         import ray
 
-        if self._group is not None:
-            return self._group
+        if self._sender is not None and self._sender.key == sender.key:
+            return
+        self._leave_group()
         backend = default_backend() if self.options.sync_backend == "auto" else self.options.sync_backend
-        ips = {r["node_ip"] for r in self.replicas}
-        driver_ip = ray.util.get_node_ip_address()
-        host = "127.0.0.1" if ips <= {driver_ip} else driver_ip
+        sender_ip = sender.address()
+        local = {r["node_ip"] for r in self.replicas} <= {sender_ip} and sender_ip == ray.util.get_node_ip_address()
+        host = "127.0.0.1" if local else sender_ip
         port = self.options.sync_port or free_port()
         world = len(self.actors) + 1
         timeout = self.options.sync_timeout_s
         joins = [a.join_weight_group.remote(host, port, i + 1, world, backend, timeout)
                  for i, a in enumerate(self.actors)]
-        self._group = WeightGroupMember(host, port, 0, world, backend, timeout)
+        joins += sender.join(host, port, world, backend, timeout)
         self._wait(joins, "join the weight group")
-        return self._group
+        self._sender = sender
 
     def _leave_group(self) -> None:
         import ray
 
-        if self._group is None:
+        if self._sender is None:
             return
-        self._group.close()
-        self._group = None
+        with contextlib.suppress(Exception):
+            self._sender.leave()
+        self._sender = None
         for actor in self.actors:
             with contextlib.suppress(Exception):  # a dead member: it is being replaced
                 ray.get(actor.leave_weight_group.remote(), timeout=30)
@@ -299,33 +309,40 @@ class ReplicatedEngine:
         return ray.get(refs)
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Push new weights to every replica: one version more."""
+        """Push tensors held in this process to every replica: one version more."""
         import ray
 
         named = list(named_tensors)
-        self._ensure_alive()
-        version = self.version + 1
-        started = time.perf_counter()
         if self.options.weight_sync == "object_store":
-            ref = ray.put(named)
-            results = self._wait([a.update_weights.remote(ref, version) for a in self.actors], "take the weights")
-            nbytes = float(sum(t.numel() * t.element_size() for _, t in named))
-            del results
+            self._ensure_alive()
+            started, version = time.perf_counter(), self.version + 1
+            self._wait([a.update_weights.remote(ray.put(named), version) for a in self.actors], "take the weights")
+            self._pushed(version, started, float(sum(t.numel() * t.element_size() for _, t in named)))
         else:
-            group = self._form_group()
-            manifest = plan_buckets(named, int(self.options.sync_bucket_mb * 2**20), version)
-            refs = [a.receive_weights.remote(manifest) for a in self.actors]
-            try:
-                group.send(manifest, named)
-            except Exception as error:
-                self._group = None  # a broken group is formed again at the next push
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=1)
-                late = [i for i, ref in enumerate(refs) if ref not in ready]
-                raise AgentforgeError(f"the weight push (version {version}) failed: replica(s) {late} did not take "
-                                      f"it within engine.sync_timeout_s={self.options.sync_timeout_s:g} s ({error})"
-                                      ) from error
-            self._wait(refs, "take the weights")
-            nbytes = float(manifest.nbytes)
+            self.update_weights_from(self._local_sender.load(named))
+
+    def update_weights_from(self, sender: WeightSender) -> None:
+        """Push over the weight group from `sender` (rank 0): the changed weights, in buckets, one version more."""
+        import ray
+
+        self._ensure_alive()
+        started, version = time.perf_counter(), self.version + 1
+        self._form_group(sender)
+        manifest = sender.prepare(version, int(self.options.sync_bucket_mb * 2**20))
+        refs = [a.receive_weights.remote(manifest) for a in self.actors]
+        try:
+            sender.send(manifest)
+        except Exception as error:
+            self._sender = None  # a broken group forms again at the next push
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=1)
+            late = [i for i, ref in enumerate(refs) if ref not in ready]
+            raise AgentforgeError(f"the weight push (version {version}) failed: replica(s) {late} did not take it "
+                                  f"within engine.sync_timeout_s={self.options.sync_timeout_s:g} s ({error})"
+                                  ) from error
+        self._wait(refs, "take the weights")
+        self._pushed(version, started, float(manifest.nbytes))
+
+    def _pushed(self, version: int, started: float, nbytes: float) -> None:
         self.version = version
         self.router.forget()
         self.last_sync = {"engine/sync_seconds": time.perf_counter() - started, "engine/sync_bytes": nbytes,
@@ -351,9 +368,8 @@ class ReplicatedEngine:
         import ray
         from ray.util.placement_group import placement_group_table, remove_placement_group
 
-        if self._group is not None:
-            self._group.close()
-            self._group = None
+        with contextlib.suppress(Exception):
+            self._leave_group()
         for actor in getattr(self, "actors", []):
             if actor is None:
                 continue
