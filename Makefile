@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup demo test test-unit test-slurm docker-check lint bench clean
+.PHONY: setup demo test test-unit test-slurm test-gpu docker-check lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,11 @@ test-unit: setup
 
 # A real local Slurm (scripts/slurm_local.sh: apt, root; two emulated nodes): multi-node launch, requeue/resume and
 # submitit sweeps on the tiny model, ~17 min on 2 cores. Not part of `make test` (skipped there); docs/cluster.md.
+# The GPU paths (tests marked gpu; skipped without CUDA): HF engine on CUDA, DeepSpeed ZeRO-2/3 bf16 + LoRA, a weight-group
+# broadcast into a replica process, training iterations of a Qwen2.5-0.5B-shaped model; figures to docs/gpu.md.
+test-gpu: setup
+	OUT=$(CURDIR)/benchmarks/results PY=$(BIN)/python bash scripts/gpu_check.sh
+
 test-slurm: setup
 	AGENTFORGE_TEST_SLURM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/slurm
 
