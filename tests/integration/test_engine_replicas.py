@@ -69,7 +69,10 @@ def test_one_replica_reproduces_the_in_process_engine(ray_runtime, tiny_spec, pr
         remote.reseed(5)
         a, b = local.generate(prompts, SAMPLING), remote.generate(prompts, SAMPLING, keys=list(range(len(prompts))))
         assert [c.token_ids for c in a] == [c.token_ids for c in b]
-        assert [c.logprobs for c in a] == [c.logprobs for c in b]
+        # log-probs equal up to float summation order: alone this is bit-exact (both one thread), but earlier tests
+        # of a full suite leave the test process's torch in another state (1e-6 apart seen on CI, tokens still equal)
+        for x, y in zip(a, b, strict=True):
+            assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
         assert {c.replica for c in b} == {0} and {c.policy_version for c in b} == {0}
     finally:
         remote.close()
