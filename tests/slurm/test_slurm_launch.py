@@ -66,6 +66,30 @@ def test_two_node_run_places_work_on_both_nodes(slurm: dict[str, str], tmp_path:
     assert not (run_dir / ".ray" / "auth_token").exists()  # the job's token is removed with its cluster
 
 
+def test_engine_replicas_on_both_nodes_take_weights_from_learner_rank_zero(slurm: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    """`engine.replicas=2` over two nodes: one replica per node (STRICT_SPREAD), two learner ranks in Ray actors, so
+    every push goes from learner rank 0 to both replicas over the gloo weight group, across the nodes. Colocated:
+    each emulated node has 2 CPU slots, a learner rank takes one and the env workers a hundredth, so a replica taking
+    a whole one would not leave room for the rank."""
+    run_dir = tmp_path / "run"
+    launch(slurm, run_dir, "nodes=2", "cpus_per_node=2", "time=20:00", "signal_seconds=60", "ray_port=23300",
+           "join_timeout=120", *TINY_RUN, "trainer.iterations=2", "engine=hf", "engine.replicas=2",
+           "engine.colocate=true", "engine.placement_strategy=STRICT_SPREAD", "learner.num_ranks=2",
+           "learner.placement_strategy=STRICT_SPREAD", "env_pool.num_workers=2")
+    job = job_id(run_dir)
+    log = run_dir / f"slurm-{job}.out"
+    state = wait_for_end(job, slurm, timeout=900, log=log)
+    assert state == "COMPLETED", log.read_text()[-4000:]
+    per_node = json.loads((run_dir / "placement.json").read_text())["actors_per_node"]
+    assert per_node["EngineReplica"] == {"n1": 1, "n2": 1}, per_node
+    assert set(per_node["DeepSpeedLearnerRank"]) == {"n1", "n2"}, per_node
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["engine/version"] for r in rows if "engine/version" in r] == [1.0, 2.0]
+    assert all(r["engine/sync_bytes"] > 0 for r in rows if "engine/sync_bytes" in r)
+    assert not ray_processes_of(job), "Ray processes outlived the job"
+
+
 def test_bad_input_is_refused_with_the_fix(slurm: dict[str, str], tmp_path: Path) -> None:
     too_many = launch(slurm, tmp_path / "a", "nodes=2", "cpus_per_node=1", "recipe=debug", "learner.num_ranks=4",
                       check=False)
