@@ -56,3 +56,22 @@ def record_placement(run_dir: Path) -> Path | None:
     except Exception as error:  # a private Ray table that changed shape, a node going away: say so, go on
         log.warning("could not record where actors run: %s", error)
         return None
+
+
+def ready_placement_group(bundle: dict[str, float], count: int, strategy: str, what: str, fix: str,
+                          timeout_s: float) -> Any:
+    """`count` copies of `bundle` as one placement group, ready; if Ray cannot place them within `timeout_s`, the
+    group is removed and the error names what was asked, what the cluster has, and `fix`."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([dict(bundle) for _ in range(count)], strategy=strategy)
+    try:
+        ray.get(group.ready(), timeout=timeout_s)
+    except Exception as error:
+        remove_placement_group(group)
+        from agentforge.errors import AgentforgeError
+
+        raise AgentforgeError(f"could not place {count} {what} of {bundle} each ({strategy}); the Ray cluster has "
+                              f"{ray.cluster_resources()} on {len(ray.nodes())} node(s); {fix}") from error
+    return group

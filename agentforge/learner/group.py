@@ -55,8 +55,9 @@ class Learner:
 
     def _start_actors(self, use_gpus: bool | None) -> list[Any]:
         import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from agentforge.launch.placement import ready_placement_group
 
         if not ray.is_initialized():
             raise AgentforgeError("the learner's Ray actors need a running Ray runtime: call "
@@ -65,15 +66,9 @@ class Learner:
         gpus = use_gpus if use_gpus is not None else ranks_use_gpus(ray.cluster_resources().get("GPU", 0), n)
         bundle = {"CPU": cpus, **({"GPU": 1} if gpus else {})}
         strategy = self.config.placement_strategy
-        self._placement_group = placement_group([dict(bundle) for _ in range(n)], strategy=strategy)
-        try:
-            ray.get(self._placement_group.ready(), timeout=120)
-        except Exception as err:
-            remove_placement_group(self._placement_group)
-            raise AgentforgeError(f"could not place {n} learner ranks of {bundle} each ({strategy}); the Ray cluster "
-                                  f"has {ray.cluster_resources()} on {len(ray.nodes())} node(s); lower "
-                                  "learner.num_ranks or num_cpus_per_rank, or use learner.placement_strategy=PACK"
-                                  ) from err
+        self._placement_group = ready_placement_group(
+            bundle, n, strategy, "learner ranks", "lower learner.num_ranks or num_cpus_per_rank, or use "
+            "learner.placement_strategy=PACK", timeout_s=120)
 
         def on_bundle(i: int) -> PlacementGroupSchedulingStrategy:
             return PlacementGroupSchedulingStrategy(self._placement_group, placement_group_bundle_index=i)

@@ -100,28 +100,22 @@ class ReplicatedEngine:
 
     def __init__(self, name: str, spec: Any, engine_options: dict[str, Any], options: ReplicaOptions) -> None:
         import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
         from transformers import AutoTokenizer
 
+        from agentforge.launch.placement import ready_placement_group
         from agentforge.launch.ray_runtime import ensure_ray
 
         ensure_ray()
         self.name, self.spec, self.options = name, spec, options
         self.engine_options = dict(engine_options)
         tp = int(self.engine_options.get("tensor_parallel_size", 1) or 1)
-        self.bundle = replica_resources(options, tp, ray.cluster_resources(), ray.nodes(), free_resources(
-            _replica_bundle(options, tp, ray.cluster_resources(), ray.nodes()), int(options.replicas or 1)))
         n = int(options.replicas or 1)
-        self.placement_group = placement_group([dict(self.bundle) for _ in range(n)],
-                                               strategy=options.placement_strategy)
-        try:
-            ray.get(self.placement_group.ready(), timeout=60)
-        except Exception as error:
-            remove_placement_group(self.placement_group)
-            raise AgentforgeError(f"could not place {n} engine replicas of {self.bundle} each "
-                                  f"({options.placement_strategy}); the Ray cluster has {ray.cluster_resources()} on "
-                                  f"{len(ray.nodes())} node(s); lower engine.replicas or engine.replica_cpus, or use "
-                                  "engine.placement_strategy=PACK") from error
+        cluster, nodes = ray.cluster_resources(), ray.nodes()
+        wanted = _replica_bundle(options, tp, cluster, nodes)
+        self.bundle = replica_resources(options, tp, cluster, nodes, free_resources(wanted, n))
+        self.placement_group = ready_placement_group(
+            self.bundle, n, options.placement_strategy, "engine replicas", "lower engine.replicas or "
+            "engine.replica_cpus, or use engine.placement_strategy=PACK", timeout_s=60)
         self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
         self.router = Router(n)
         self.version = 0
@@ -316,7 +310,8 @@ class ReplicatedEngine:
         if self.options.weight_sync == "object_store":
             self._ensure_alive()
             started, version = time.perf_counter(), self.version + 1
-            self._wait([a.update_weights.remote(ray.put(named), version) for a in self.actors], "take the weights")
+            stored = ray.put(named)  # once: every replica reads the same stored copy
+            self._wait([a.update_weights.remote(stored, version) for a in self.actors], "take the weights")
             self._pushed(version, started, float(sum(t.numel() * t.element_size() for _, t in named)))
         else:
             self.update_weights_from(self._local_sender.load(named))
