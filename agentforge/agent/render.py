@@ -27,6 +27,8 @@ class AgentConfig:
     few_shot: bool = False
     max_prompt_tokens: int = 2048
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    schedule: str = "lockstep"  # lockstep | per_episode (agentforge.rollout.per_episode)
+    straggler_wait: float = 1.0  # per_episode: a call waits for episodes at their env step, × the last call's time
 
 
 def render_turn_prompt(

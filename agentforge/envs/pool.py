@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentforge.envs.base import ENVS, Env, is_replayable
+from agentforge.envs.latency import LatencyEnvFactory, StepLatency
 from agentforge.envs.replay import ReplayResult, checked_actions, replay
 from agentforge.errors import ConfigError, EnvWorkerError
 from agentforge.launch.ray_runtime import ensure_ray  # re-exported: callers import it from here
@@ -45,14 +47,15 @@ if TYPE_CHECKING:  # Ray is imported only when a Ray pool is used
 logger = logging.getLogger("agentforge.envs")
 
 POOL_KINDS = ("ray", "local")
-RAY_ONLY_OPTIONS = {"num_workers", "max_restarts", "actor_options", "step_timeout_s"}
-POOL_OPTIONS = {"step_retries"}  # both pools
+RAY_ONLY_OPTIONS = {"num_workers", "max_restarts", "actor_options", "step_timeout_s", "step_threads"}
+POOL_OPTIONS = {"step_retries", "step_latency"}  # both pools
 # one env call (a step, a reset, a reset plus the replay of one episode's actions); the slowest normal one is a
 # ScienceWorld JVM start plus task load, ~5 s here (~20 s on a loaded machine)
 DEFAULT_STEP_TIMEOUT_S = 120.0
 DEFAULT_STEP_RETRIES = 2
 WORKER_START_TIMEOUT_S = 300.0  # a new env actor's process start, not an env call
 PROBE_GROUP = "probe"  # the actor's second thread, answering `probe` while an env call runs (or hangs)
+STEP_GROUP = "steps"  # `env_pool.step_threads` > 1: per-slot steps of one worker run side by side on these threads
 
 
 def resolve_env(env_name: str) -> Callable[..., Env]:
@@ -80,7 +83,8 @@ class EnvHost:
         self._options = dict(env_options or {})
         self._envs: dict[int, Env] = {}
         self._scratch: Env | None = None  # replays run here, one after another, never on a slot's env
-        self._busy: tuple[str, int, float] | None = None  # the env call running now: (method, slot, since)
+        # the env calls running now, by thread: (method, slot, since); several with `env_pool.step_threads` > 1
+        self._busy: dict[int, tuple[str, int, float]] = {}
         if own_process:  # a Ray env worker: when it is killed, its children (a ScienceWorld JVM) go with it
             from agentforge.reliability.reaper import start_reaper
 
@@ -157,8 +161,11 @@ class EnvHost:
 
     def probe(self) -> tuple[str, int, float] | None:
         """The env call running now, as (method, slot, seconds so far), or None; Ray runs it on a second thread."""
-        busy = self._busy
-        return None if busy is None else (busy[0], busy[1], time.monotonic() - busy[2])
+        running = list(self._busy.values())
+        if not running:
+            return None
+        method, slot, since = min(running, key=lambda call: call[2])  # the longest-running call
+        return method, slot, time.monotonic() - since
 
     def pid(self) -> int:
         return os.getpid()
@@ -173,11 +180,16 @@ class EnvHost:
 
     def _timed(self, method: str, slot: int, call: Callable[[], Any]) -> Any:
         """Run one env call where `probe` can see it; a call inside another (a close in a retry) hands back."""
-        outer, self._busy = self._busy, (method, slot, time.monotonic())
+        thread = threading.get_ident()
+        outer = self._busy.get(thread)
+        self._busy[thread] = (method, slot, time.monotonic())
         try:
             return call()
         finally:
-            self._busy = outer
+            if outer is None:
+                self._busy.pop(thread, None)
+            else:
+                self._busy[thread] = outer
 
     def _guarded(self, method: str, slot: int, call: Callable[[], Any]) -> Any:
         try:
@@ -201,14 +213,18 @@ class EnvPool(ABC):
     """Episodes by slot: `reset(tasks)` starts slot i on tasks[i]; `step({slot: action})` steps active slots."""
 
     def __init__(self, env_name: str, env_options: dict[str, Any] | None = None,
-                 step_retries: int = DEFAULT_STEP_RETRIES) -> None:
+                 step_retries: int = DEFAULT_STEP_RETRIES, step_latency: dict[str, Any] | None = None) -> None:
         if step_retries < 0:
             raise ConfigError(f"env pool step_retries must be >= 0, got {step_retries}")
         self.env_name = env_name
         self.env_options = dict(env_options or {})
-        self.env_factory = resolve_env(env_name)
+        self.env_factory: Callable[..., Env] = resolve_env(env_name)
+        self.step_latency = StepLatency.from_options(step_latency)
+        if self.step_latency is not None:  # benchmarks and scheduler tests: heavy-tailed env steps, reproducible
+            self.env_factory = LatencyEnvFactory(self.env_factory, self.step_latency)
         self.step_retries = step_retries
         self._episodes: dict[int, _Episode] = {}
+        self._collected: dict[int, StepResult] = {}  # per-episode stepping: results not yet collected
         self._counts = dict.fromkeys(FAULT_COUNTS, 0)
         self._taken = dict(self._counts)
 
@@ -234,6 +250,7 @@ class EnvPool(ABC):
         fault_point("env_reset")  # reliability tests kill the whole run here, as a rollout starts
         if prefixes is not None:
             return [result.observation for result in self.reset_with_prefixes(tasks, prefixes)]
+        self._forget_steps_in_flight()
         self._episodes = {slot: _Episode(task) for slot, task in enumerate(tasks)}
         results = self._reset(list(enumerate(tasks)))
         failure = next(((s, r) for s, r in results.items() if isinstance(r, _Failure)), None)
@@ -256,6 +273,7 @@ class EnvPool(ABC):
                              "(an empty list for a plain reset)")
         pairs = zip(tasks, prefixes, strict=True)
         items = [(slot, (task, checked_actions(prefix))) for slot, (task, prefix) in enumerate(pairs)]
+        self._forget_steps_in_flight()
         self._episodes = {slot: _Episode(task) for slot, task in enumerate(tasks)}
         results = self._reset_with_prefixes(items)
         failure = next(((s, r) for s, r in results.items() if isinstance(r, _Failure)), None)
@@ -293,7 +311,51 @@ class EnvPool(ABC):
         return [results[index] for index, _ in items]
 
     def step(self, actions: dict[int, str]) -> dict[int, StepResult]:
+        """Step these slots, all at once, and return when every one has its result (lockstep play)."""
         fault_point("env_step")  # reliability tests kill the whole run here, mid-rollout
+        self._check_steppable(actions)
+        results = self._retried(self._step(sorted(actions.items())), actions)
+        out: dict[int, StepResult] = {}
+        for slot, result in results.items():
+            if not isinstance(result, _Failure):
+                out[slot] = self._record_step(slot, actions[slot], result)
+        failure = next(((slot, r) for slot, r in results.items() if isinstance(r, _Failure)), None)
+        if failure is not None:
+            self._raise_step_failure(failure[0], actions[failure[0]], failure[1])
+        return out
+
+    # -- per-episode stepping: each slot's result as soon as its own step returns ---------------------------------
+    def submit_steps(self, actions: dict[int, str]) -> None:
+        """Start stepping these slots; `collect_steps` hands back each result once its own step has returned.
+        In-process the steps run now; a Ray pool sends each slot its own call, so a slow env step holds back only
+        its own episode. Faults are handled as in `step` (restart and replay, retry on a fresh env)."""
+        self._collected.update(self.step(actions))
+
+    def collect_steps(self) -> dict[int, StepResult]:
+        """The results of submitted steps that have returned since the last call (never blocks)."""
+        out, self._collected = self._collected, {}
+        return out
+
+    def pending_steps(self) -> list[Any]:
+        """What a caller may wait on for the next submitted step to return (Ray object refs; none in-process)."""
+        return []
+
+    @property
+    def steps_in_flight(self) -> int:
+        """Submitted steps not yet collected."""
+        return len(self._collected)
+
+    @property
+    def poll_seconds(self) -> float | None:
+        """How long a caller waiting on `pending_steps` may sleep before calling `collect_steps` again (so a hung
+        env is noticed); None: as long as it likes."""
+        return None
+
+    def _forget_steps_in_flight(self) -> None:
+        self._collected = {}
+
+    # -- shared step bookkeeping ----------------------------------------------------------------------------------
+    def _check_steppable(self, actions: dict[int, str]) -> None:
         for slot in actions:
             episode = self._episodes.get(slot)
             if episode is None:
@@ -301,7 +363,10 @@ class EnvPool(ABC):
                 raise ValueError(f"slot {slot} has no episode: the last reset started slots 0..{last}")
             if episode.done:
                 raise ValueError(f"slot {slot}'s episode ({episode.task.describe()}) is done; reset before stepping it")
-        results = self._step(sorted(actions.items()))
+
+    def _retried(self, results: dict[int, StepResult | _Failure],
+                 actions: dict[int, str]) -> dict[int, StepResult | _Failure]:
+        """Steps whose env raised, retried on a fresh env with the episode replayed, `step_retries` times."""
         failed = sorted(slot for slot, result in results.items() if isinstance(result, _Failure))
         for attempt in range(self.step_retries):
             if not failed:
@@ -313,24 +378,20 @@ class EnvPool(ABC):
                                                 actions[slot])) for slot in failed])
             results.update(retried)
             failed = sorted(slot for slot in failed if isinstance(results[slot], _Failure))
-        failure: tuple[int, _Failure] | None = None
-        out: dict[int, StepResult] = {}
-        for slot, result in results.items():
-            if isinstance(result, _Failure):
-                failure = failure or (slot, result)
-                continue
-            episode = self._episodes[slot]
-            episode.actions.append(actions[slot])
-            episode.done = result.done
-            out[slot] = result
-        if failure is not None:
-            slot, fail = failure
-            self._episodes[slot].done = True  # its env's state is unknown now; the slot is out until the next reset
-            _raise_env_failure(fail, f"env {self.env_name!r} raised while stepping slot {slot} "
-                                     f"({self._episodes[slot].task.describe()}) with action {actions[slot]!r}, "
-                                     f"{1 + self.step_retries} times (each retry on a fresh env with the episode "
-                                     f"replayed; env_pool.step_retries={self.step_retries})")
-        return out
+        return results
+
+    def _record_step(self, slot: int, action: str, result: StepResult) -> StepResult:
+        episode = self._episodes[slot]
+        episode.actions.append(action)
+        episode.done = result.done
+        return result
+
+    def _raise_step_failure(self, slot: int, action: str, fail: _Failure) -> None:
+        self._episodes[slot].done = True  # its env's state is unknown now; the slot is out until the next reset
+        _raise_env_failure(fail, f"env {self.env_name!r} raised while stepping slot {slot} "
+                                 f"({self._episodes[slot].task.describe()}) with action {action!r}, "
+                                 f"{1 + self.step_retries} times (each retry on a fresh env with the episode "
+                                 f"replayed; env_pool.step_retries={self.step_retries})")
 
     @abstractmethod
     def _reset(self, items: list[tuple[int, Task]]) -> dict[int, Observation | _Failure]: ...
@@ -372,8 +433,8 @@ class LocalEnvPool(EnvPool):
     """All envs in this process: for debugging (real tracebacks, breakpoints) and tests."""
 
     def __init__(self, env_name: str, env_options: dict[str, Any] | None = None,
-                 step_retries: int = DEFAULT_STEP_RETRIES) -> None:
-        super().__init__(env_name, env_options, step_retries)
+                 step_retries: int = DEFAULT_STEP_RETRIES, step_latency: dict[str, Any] | None = None) -> None:
+        super().__init__(env_name, env_options, step_retries, step_latency)
         self._host = EnvHost(self.env_factory, self.env_options)
 
     def _reset(self, items: list[tuple[int, Task]]) -> dict[int, Observation | _Failure]:
@@ -395,6 +456,14 @@ class LocalEnvPool(EnvPool):
 
     def close(self) -> None:
         self._host.close()
+
+
+@dataclass
+class _StepInFlight:
+    worker: int
+    slot: int
+    action: str
+    since: float  # when it was submitted
 
 
 class EnvCallTimeout(Exception):
@@ -424,15 +493,19 @@ class RayEnvPool(EnvPool):
         actor_options: dict[str, Any] | None = None,
         step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S,
         step_retries: int = DEFAULT_STEP_RETRIES,
+        step_latency: dict[str, Any] | None = None,
+        step_threads: int = 1,
     ) -> None:
         if num_workers < 1:
             raise ConfigError(f"env pool num_workers must be >= 1, got {num_workers}")
         if max_restarts < 0:
             raise ConfigError(f"env pool max_restarts must be >= 0, got {max_restarts}")
+        if step_threads < 1:
+            raise ConfigError(f"env pool step_threads must be >= 1, got {step_threads}")
         if step_timeout_s is not None and step_timeout_s <= 0:
             raise ConfigError(f"env pool step_timeout_s must be > 0 seconds (or null: no timeout), "
                               f"got {step_timeout_s}")
-        super().__init__(env_name, env_options, step_retries)
+        super().__init__(env_name, env_options, step_retries, step_latency)
         import ray
 
         from agentforge.reliability.reaper import start_reaper
@@ -446,7 +519,10 @@ class RayEnvPool(EnvPool):
         self.actor_options = {"num_cpus": 0, **(actor_options or {}), "max_restarts": 0, "max_task_retries": 0}
         self.worker_restarts = [0] * num_workers
         self._consecutive_deaths = [0] * num_workers
-        self._actor_class = ray.remote(concurrency_groups={PROBE_GROUP: 1})(EnvHost)
+        self.step_threads = step_threads
+        self._actor_class = ray.remote(concurrency_groups={PROBE_GROUP: 1, STEP_GROUP: step_threads})(EnvHost)
+        self._in_flight: dict[ray.ObjectRef, _StepInFlight] = {}  # per-episode steps, in submission order
+        self._probed = [0.0] * num_workers  # when each worker was last asked what it runs (hung-step checks)
         self._workers = [self._new_worker() for _ in range(num_workers)]
         self._await_started(self._workers)
 
@@ -480,6 +556,21 @@ class RayEnvPool(EnvPool):
     def _step(self, items: list[tuple[int, str]]) -> dict[int, StepResult | _Failure]:
         return self._call_all("step", self._by_worker(items, every_worker=False))
 
+    def step(self, actions: dict[int, str]) -> dict[int, StepResult]:
+        """With `step_threads` > 1, lockstep steps too go one call per slot (side by side on a worker's threads),
+        through the per-episode path and its recovery; otherwise one batched call per worker."""
+        if self.step_threads == 1:
+            return super().step(actions)
+        import ray
+
+        self.submit_steps(actions)
+        out: dict[int, StepResult] = {}
+        while len(out) < len(actions):
+            out.update(self.collect_steps())
+            if len(out) < len(actions) and self._in_flight:
+                ray.wait(list(self._in_flight), num_returns=1, timeout=self.poll_seconds)
+        return out
+
     def _retry_step(self, items: list[tuple[int, tuple[Task, list[str], str]]]) -> dict[int, StepResult | _Failure]:
         return self._call_all("retry_step", self._by_worker(items, every_worker=False))
 
@@ -490,6 +581,122 @@ class RayEnvPool(EnvPool):
 
     def _replay(self, items: list[tuple[int, tuple[Task, list[str], bool]]]) -> dict[int, ReplayResult | _Failure]:
         return self._call_all("replay", self._spread(items))
+
+    # -- per-episode stepping: one call per slot, results as they return ------------------------------------------
+    def submit_steps(self, actions: dict[int, str]) -> None:
+        fault_point("env_step")
+        self._check_steppable(actions)
+        busy = sorted(slot for slot in actions if any(item.slot == slot for item in self._in_flight.values()))
+        if busy:
+            raise ValueError(f"slots {busy} already have a step in flight; collect it before stepping them again")
+        for slot, action in sorted(actions.items()):
+            self._submit_step(slot, action)
+
+    def _submit_step(self, slot: int, action: str) -> None:
+        w = self.worker_of(slot)
+        ref = self._workers[w].step.options(concurrency_group=STEP_GROUP).remote([(slot, action)])
+        self._in_flight[ref] = _StepInFlight(w, slot, action, time.monotonic())
+
+    def collect_steps(self) -> dict[int, StepResult]:
+        import ray
+
+        out = super().collect_steps()
+        if self._in_flight:
+            refs = list(self._in_flight)
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            ready_set = set(ready)
+            for ref in refs:  # submission order: a worker's results in the order it ran them
+                if ref in ready_set and ref in self._in_flight:
+                    self._collect_step(ref, out)
+            self._check_hung_steps(out)
+        return out
+
+    def pending_steps(self) -> list[Any]:
+        return list(self._in_flight)
+
+    @property
+    def steps_in_flight(self) -> int:
+        return len(self._in_flight) + len(self._collected)
+
+    @property
+    def poll_seconds(self) -> float | None:
+        return None if self.step_timeout_s is None else max(0.05, self.step_timeout_s / 4)
+
+    def _forget_steps_in_flight(self) -> None:
+        super()._forget_steps_in_flight()
+        self._in_flight = {}  # a new round: what the last one left running belongs to envs about to be replaced
+
+    def _collect_step(self, ref: ray.ObjectRef, out: dict[int, StepResult]) -> None:
+        import ray
+
+        item = self._in_flight.pop(ref)
+        try:
+            (result,) = ray.get(ref)
+        except _dead_worker_errors() as err:
+            self._recover_steps(item.worker, err, out, failed=[item])
+            return
+        self._consecutive_deaths[item.worker] = 0
+        self._apply_step(item, result, out)
+
+    def _apply_step(self, item: _StepInFlight, result: StepResult | _Failure, out: dict[int, StepResult]) -> None:
+        if isinstance(result, _Failure):
+            result = self._retried({item.slot: result}, {item.slot: item.action})[item.slot]
+            if isinstance(result, _Failure):
+                self._raise_step_failure(item.slot, item.action, result)
+        out[item.slot] = self._record_step(item.slot, item.action, result)
+
+    def _recover_steps(self, w: int, err: BaseException, out: dict[int, StepResult],
+                       failed: list[_StepInFlight]) -> None:
+        """Worker `w` died (or hung): steps it finished before are applied first (the restored episodes must include
+        them), then it is replaced, its episodes replayed, and every step it had not finished submitted again."""
+        import ray
+
+        mine = [(ref, item) for ref, item in self._in_flight.items() if item.worker == w]
+        ready = set(ray.wait([r for r, _ in mine], num_returns=len(mine), timeout=0)[0]) if mine else set()
+        again = list(failed)
+        for ref, item in mine:
+            del self._in_flight[ref]
+            if ref in ready:
+                try:
+                    (result,) = ray.get(ref)
+                except _dead_worker_errors():
+                    again.append(item)
+                    continue
+                self._apply_step(item, result, out)
+            else:
+                again.append(item)
+        self._replace_worker(w, err)
+        for item in again:
+            self._submit_step(item.slot, item.action)
+
+    def _check_hung_steps(self, out: dict[int, StepResult]) -> None:
+        """A worker whose oldest step in flight is older than `step_timeout_s` is asked what it runs; an env call
+        running past the timeout counts as a dead worker (as in lockstep play)."""
+        import ray
+
+        if self.step_timeout_s is None or not self._in_flight:
+            return
+        now = time.monotonic()
+        oldest: dict[int, float] = {}
+        for item in self._in_flight.values():
+            oldest[item.worker] = min(oldest.get(item.worker, item.since), item.since)
+        for w, since in sorted(oldest.items()):
+            if now - since < self.step_timeout_s or now - self._probed[w] < self.step_timeout_s / 4:
+                continue
+            self._probed[w] = now
+            probe = self._workers[w].probe.options(concurrency_group=PROBE_GROUP).remote()
+            try:
+                busy = ray.get(probe, timeout=self.step_timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                error = EnvCallTimeout(self._timeout_message(w, None, None))
+            except _dead_worker_errors() as err:
+                self._recover_steps(w, err, out, failed=[])
+                continue
+            else:
+                if busy is None or busy[2] < self.step_timeout_s:
+                    continue
+                error = EnvCallTimeout(self._timeout_message(w, (busy[0], busy[1]), busy[2]))
+            self._recover_steps(w, error, out, failed=[])
 
     def _spread(self, items: list[tuple[int, tuple[Task, list[str], bool]]]) -> dict[int, list[tuple[int, Any]]]:
         """Replays sorted by task, cut into one contiguous run per worker of about equal work (a reset plus the

@@ -42,6 +42,9 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
     }
     if not any(t.won for t in trajectories):  # means over no success are undefined, not 0: left out ("–" in tables)
         del summary["mean_success_length"], summary["tokens_per_success"]
+    if stats.overlapped:  # per-episode: env steps ran beside generation; the driver's time in env calls says nothing
+        del summary["env_steps_per_s"]
+        summary["idle_seconds"] = stats.idle_seconds
     if stats.regenerated_turns:
         summary["regenerated_turns"] = stats.regenerated_turns
     if stats.extra_generations:

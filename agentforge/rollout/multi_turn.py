@@ -1,4 +1,6 @@
-"""The default rollout workflow: B·G episodes played turn by turn, every active episode generating together.
+"""The default rollout workflow: B·G episodes played turn by turn, in lockstep (turn k of every active episode
+generated together) or per episode (`agent.schedule=per_episode`: an episode's next turn is generated as soon as its
+own env step returns; `per_episode.py`).
 
 Environment logic stays in the env pool, prompt formatting in the template, sampling in the engine, algorithm
 changes in `RolloutHooks`: the workflow only moves data between them and records each turn exactly as the engine
@@ -9,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from agentforge.agent.parsing import ParsedResponse, parse_response, think_token_count
 from agentforge.agent.prompts import HistoryEntry
 from agentforge.envs.replay import ReplayResult
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.per_episode import PerEpisodeScheduler
+from agentforge.rollout.turns import parse_turn, record_turn
 from agentforge.rollout.workflow import (
     Episode,
     EpisodePlan,
@@ -24,7 +26,7 @@ from agentforge.rollout.workflow import (
     RolloutResult,
     RolloutWorkflow,
 )
-from agentforge.types import Completion, Group, LossRole, Span, Task, Trajectory, Turn
+from agentforge.types import Completion, Group, LossRole, Span, Task, Trajectory
 
 
 class MultiTurnWorkflow(RolloutWorkflow):
@@ -42,15 +44,10 @@ class MultiTurnWorkflow(RolloutWorkflow):
         plans = self.hooks.plan(list(tasks), group_size)
         episodes = self._start(ctx, plans)
         self.hooks.before_first_turn(episodes, ctx)
-        finished = 0
-        for step in range(1, ctx.config.max_turns + 1):
-            active = [e for e in episodes if not e.done]
-            if not active:
-                break
-            self._play_turn(ctx, active, step)
-            finished = sum(e.done for e in episodes)
-            if on_progress is not None:
-                on_progress(finished, len(episodes), ctx.stats)
+        if ctx.config.schedule == "per_episode":
+            finished = PerEpisodeScheduler(self.hooks, ctx, episodes, on_progress).run()
+        else:
+            finished = self._play_lockstep(ctx, episodes, on_progress)
         for episode in episodes:
             episode.done = True
         self.hooks.after_episodes(episodes, ctx)
@@ -60,6 +57,20 @@ class MultiTurnWorkflow(RolloutWorkflow):
         groups = [Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
                   for g, task in enumerate(tasks)]
         return RolloutResult(groups, ctx.stats, self.hooks.metrics())
+
+    def _play_lockstep(self, ctx: RolloutContext, episodes: list[Episode],
+                       on_progress: ProgressCallback | None) -> int:
+        """Turn k of every active episode together: one generate call and one env step call per turn."""
+        finished = 0
+        for step in range(1, ctx.config.max_turns + 1):
+            active = [e for e in episodes if not e.done]
+            if not active:
+                break
+            self._play_turn(ctx, active, step)
+            finished = sum(e.done for e in episodes)
+            if on_progress is not None:
+                on_progress(finished, len(episodes), ctx.stats)
+        return finished
 
     # ------------------------------------------------------------------------------------------------ start
     def _start(self, ctx: RolloutContext, plans: list[EpisodePlan]) -> list[Episode]:
@@ -90,60 +101,16 @@ class MultiTurnWorkflow(RolloutWorkflow):
         prompts = [ctx.render(e, step) for e in active]
         completions = self._generate_reviewed(ctx, active, prompts, step)
         ctx.stats.turns += len(active)
-
-        template = ctx.template
-        parsed: list[ParsedResponse] = []
-        actions: dict[int, str] = {}
-        for episode, completion in zip(active, completions, strict=True):
-            result = parse_response(completion.text, episode.observation.admissible, template.action_tag,
-                                    template.require_think)
-            parsed.append(result)
-            executable = result.action is not None and result.admissible
-            if executable and (result.format_ok or ctx.config.execute_relaxed):
-                actions[episode.slot] = result.action
+        parsed = [parse_turn(ctx, episode, completion) for episode, completion in zip(active, completions, strict=True)]
+        actions = {episode.slot: action for episode, (_, action) in zip(active, parsed, strict=True) if action}
 
         t0 = time.perf_counter()
         results = ctx.pool.step(actions) if actions else {}
         ctx.stats.env_seconds += time.perf_counter() - t0
         ctx.stats.env_steps += len(actions)
 
-        for episode, prompt_ids, completion, result in zip(active, prompts, completions, parsed, strict=True):
-            outcome = results.get(episode.slot)
-            env_reward = outcome.reward if outcome is not None else 0.0
-            penalty = 0.0 if result.valid else ctx.config.invalid_penalty
-            info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error,
-                                    "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids,
-                                                                      completion.text)}
-            if completion.policy_version is not None:  # engine replicas: which weights, which replica
-                info.update(policy_version=completion.policy_version, replica=completion.replica)
-            if outcome is not None:
-                info.update(outcome.info)
-            shown_action = result.action if outcome is not None else f"(invalid: {result.action or 'none'})"
-            episode.trajectory.turns.append(Turn(
-                prompt_ids=prompt_ids,
-                response_ids=list(completion.token_ids),
-                logprobs=list(completion.logprobs),
-                forced_mask=list(completion.forced_mask),
-                response_text=completion.text,
-                action=result.action,
-                valid=result.valid,
-                reward=env_reward - penalty,
-                env_reward=env_reward,
-                anchor=episode.observation.anchor,
-                observation=episode.observation.text,
-                done=bool(outcome and outcome.done),
-                info=info,
-                role=LossRole.ACTION,
-            ))
-            episode.history.append(HistoryEntry(episode.observation.text, shown_action))
-            if outcome is not None:
-                episode.observation = outcome.observation
-                if outcome.won:
-                    episode.trajectory.won = True
-                if outcome.done:
-                    episode.done = True
-            if step >= ctx.config.max_turns:
-                episode.done = True
+        for episode, prompt_ids, completion, (result, _) in zip(active, prompts, completions, parsed, strict=True):
+            record_turn(ctx, episode, prompt_ids, completion, result, results.get(episode.slot), step)
 
     def _generate_reviewed(self, ctx: RolloutContext, active: list[Episode], prompts: list[list[int]],
                            step: int) -> list[Completion]:

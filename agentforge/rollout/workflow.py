@@ -38,7 +38,9 @@ class RolloutStats:
 
     `generated_tokens`/`generate_seconds` count every generation (extra and discarded ones too); `extra_generations`
     counts generations outside the env turns (strategies, judgments) and `regenerated_turns` the turns discarded
-    and generated again from the same state.
+    and generated again from the same state. Under per-episode scheduling generate calls overlap (one per replica)
+    and with env steps: `generate_seconds` then sums the calls' durations, `env_seconds` is the driver's time in
+    env pool calls, and `idle_seconds` the time it waited for either.
     """
 
     generated_tokens: int = 0
@@ -49,6 +51,8 @@ class RolloutStats:
     wall_seconds: float = 0.0
     extra_generations: int = 0
     regenerated_turns: int = 0
+    idle_seconds: float = 0.0  # per-episode scheduling: the driver waited with no turn or env result ready
+    overlapped: bool = False  # per-episode scheduling: generate calls and env steps ran at the same time
 
 
 ProgressCallback = Callable[[int, int, RolloutStats], None]

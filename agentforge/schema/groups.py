@@ -110,6 +110,12 @@ class AgentSchema:
     few_shot: bool = opt(False, "show a worked example in the system prompt")
     max_prompt_tokens: int = opt(2048, "a turn's prompt budget (the history window shrinks to fit)", ge=16)
     intervention: dict | None = opt(None, "a decoding intervention: {kind: force_sequence | slot_fill, params: {}}")
+    schedule: str = opt("lockstep", "lockstep (turn k of all episodes together; reproducible with any pool) | "
+                        "per_episode (an episode's next turn as soon as its own env step returns)",
+                        choices=("lockstep", "per_episode"))
+    straggler_wait: float = opt(1.0, "per_episode: a generate call waits for episodes still at their env step at "
+                                "most this many times as long as its replica's last call took (0: never waits)",
+                                ge=0)
     sampling: SamplingSchema = opt(SamplingSchema(), "")
 
 
@@ -203,6 +209,10 @@ class EnvPoolSchema:
     step_timeout_s: float | None = opt(120, "an env call longer than this is a hung env (null: wait forever)", gt=0)
     step_retries: int = opt(2, "an env that raises in step is retried on a fresh env this many times", ge=0)
     actor_options: dict | None = opt(None, "extra Ray actor options for the workers (the Slurm launcher sets them)")
+    step_threads: int = opt(1, "per-slot env steps one worker runs side by side on threads (for envs that wait on "
+                            "I/O: web pages, tools; 1: one after another)", ge=1)
+    step_latency: dict | None = opt(None, "injected sleep before each env step, reproducible per (task, step): "
+                                    "{dist: lognormal | pareto | fixed, median_s, sigma, alpha, max_s, seed}")
 
 
 @dataclass

@@ -21,6 +21,7 @@ from agentforge.engines import make_engine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
 from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.rollout.hooks import RolloutHooks
 from agentforge.types import SamplingConfig
 
 pytestmark = pytest.mark.integration
@@ -168,6 +169,60 @@ def test_a_push_a_hung_replica_does_not_take_fails_naming_it(ray_runtime, tiny_s
         engine.close()
 
 
+class ForcedMoves(RolloutHooks):
+    """Rollout hooks forcing a move per (episode, turn) after 2 sampled tokens: the same moves under any schedule.
+    `kill_at`: SIGKILL replica 1 at that review (a call of the other replica may be in flight then)."""
+
+    def __init__(self, tokenizer, engine=None, kill_at=None):
+        self.tokenizer, self.engine, self.kill_at, self.reviews = tokenizer, engine, kill_at, 0
+
+    def turn_intervention(self, episode, ctx):
+        move = ["up", "right", "down", "left"][(episode.slot + len(episode.trajectory.turns)) % 4]
+        ids = self.tokenizer.encode(f"<think>go</think><action>{move}</action>", add_special_tokens=False)
+        return InterventionSpec("force_sequence", {"sequence": [*ids, self.tokenizer.eos_token_id],
+                                                   "after_tokens": 2})
+
+    def review_turns(self, episodes, completions, attempt, ctx):
+        self.reviews += 1
+        if self.reviews == self.kill_at:
+            os.kill(self.engine.replicas[1]["pid"], signal.SIGKILL)
+        return [True] * len(episodes)
+
+
+def test_per_episode_rollout_keeps_each_episode_on_its_replica_and_loses_nothing_to_a_killed_one(ray_runtime,
+                                                                                                   tiny_spec):
+    from agentforge.agent.prompts import prompt_for
+    from agentforge.agent.render import AgentConfig
+    from agentforge.envs.pool import RayEnvPool
+    from agentforge.rollout.multi_turn import MultiTurnWorkflow
+    from agentforge.rollout.workflow import RolloutContext
+    from agentforge.tasks import TaskSampler
+
+    engine = replicated(tiny_spec, 2)
+    tasks = TaskSampler("sokoban", "eval").sample(3)
+    latency = {"dist": "lognormal", "median_s": 0.03, "sigma": 1.0, "max_s": 0.5}
+    config = AgentConfig(max_turns=4, schedule="per_episode", sampling=SamplingConfig(max_new_tokens=16))
+    try:
+        with RayEnvPool("sokoban", {"dim_room": [6, 6], "max_steps": 20}, num_workers=2,
+                        step_latency=latency) as pool:
+            ctx = RolloutContext(engine, pool, prompt_for("sokoban"), config)
+            calm = MultiTurnWorkflow(ForcedMoves(engine.tokenizer)).run(ctx, tasks, 2)
+            killed = MultiTurnWorkflow(ForcedMoves(engine.tokenizer, engine, kill_at=3)).run(ctx, tasks, 2)
+        assert engine.restarts == 1
+        for result in (calm, killed):
+            trajectories = [tr for g in result.groups for tr in g.trajectories]
+            assert all(len(tr.turns) == 4 or (len(tr.turns) < 4 and tr.turns[-1].done) for tr in trajectories)
+            lanes = [{t.info["replica"] for t in tr.turns} for tr in trajectories]
+            assert all(len(lane) == 1 for lane in lanes) and set().union(*lanes) == {0, 1}  # sticky, both used
+            assert {t.info["policy_version"] for tr in trajectories for t in tr.turns} == {0}
+        def moves(result):
+            return [[(t.action, t.anchor) for t in tr.turns] for g in result.groups for tr in g.trajectories]
+
+        assert moves(killed) == moves(calm)  # the killed replica's turns submitted again: nothing lost
+    finally:
+        engine.close()
+
+
 def test_more_replicas_than_the_cluster_holds_are_refused_before_any_starts(ray_runtime, tiny_spec):
     with pytest.raises(ConfigError, match="engine.replicas=512 × engine.replica_cpus=1 needs 512 CPU slots"):
         replicated(tiny_spec, 512)
@@ -187,7 +242,9 @@ def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_
     from agentforge.training.trainer import Trainer
 
     run_dir = tmp_path / "run"
-    trainer = Trainer(compose_config([*BASE, "engine.colocate=true"], run_dir=str(run_dir)))
+    # per-episode scheduling too: a training run's rollout on replicas, each episode's turns sent as they are ready
+    trainer = Trainer(compose_config([*BASE, "engine.colocate=true", "agent.schedule=per_episode"],
+                                     run_dir=str(run_dir)))
     events: list = []
     close = trainer.engine.close
 

@@ -197,3 +197,66 @@ def test_a_stopped_scienceworld_jvm_is_timed_out_and_the_episode_replayed():
     assert counts["timeouts"] == 1 and counts["replayed_steps"] == 2, counts
     gone, alive = psutil.wait_procs(frozen, timeout=10)
     assert not alive, f"the frozen JVM outlived its killed worker: {alive}"
+
+
+# -- per-episode stepping (`submit_steps` / `collect_steps`): each slot's step its own call ---------------------------
+def per_slot(record: list[Any]) -> dict[int, list[Any]]:
+    """A lockstep `play` record as each slot's own sequence of results."""
+    out: dict[int, list[Any]] = {slot: [obs] for slot, obs in enumerate(record[0])}
+    for turn in record[1:]:
+        for slot, *result in turn:
+            out[slot].append(tuple(result))
+    return out
+
+
+def play_per_episode(pool: EnvPool, on_result: Any = None) -> dict[int, list[Any]]:
+    """The same scripted episodes as `play`, each slot stepped as soon as its previous step returned."""
+    import ray
+
+    rng = random.Random(5)
+    plan = {slot: [rng.choice(ACTIONS) for _ in range(OPTIONS["max_steps"])] for slot in range(len(SEEDS))}
+    out: dict[int, list[Any]] = {slot: [(o.text, o.anchor)] for slot, o in enumerate(pool.reset(tasks()))}
+    pool.submit_steps({slot: plan[slot][0] for slot in pool.active_slots})
+    returned = 0
+    while pool.steps_in_flight:
+        results = pool.collect_steps()
+        for slot, r in sorted(results.items()):
+            out[slot].append((r.observation.anchor, r.reward, r.done, r.won))
+            returned += 1
+            if on_result is not None:
+                on_result(pool, returned)
+        pool.submit_steps({slot: plan[slot][len(out[slot]) - 1] for slot in results if not results[slot].done})
+        if not results and pool.pending_steps():
+            ray.wait(pool.pending_steps(), num_returns=1, timeout=pool.poll_seconds)
+    return out
+
+
+def test_per_episode_steps_survive_a_killed_worker_with_every_episode_as_undisturbed(undisturbed):
+    def kill(pool: RayEnvPool, returned: int) -> None:
+        if returned == 9:
+            pool.kill_worker(0)
+
+    with RayEnvPool("sokoban", OPTIONS, num_workers=2) as pool:
+        assert play_per_episode(pool, on_result=kill) == per_slot(undisturbed)
+        counts = pool.fault_counts()
+    assert counts["restarts"] == 1 and pool.worker_restarts == [1, 0] and counts["replayed_episodes"] == 4
+
+
+def test_per_episode_steps_time_out_a_hung_env_and_replay_its_worker(undisturbed, tmp_path):
+    options = {**OPTIONS, "fault": "hang", "at_step": 3, "fault_seed": 40, "once_file": str(tmp_path / "hung")}
+    with RayEnvPool("faulty_sokoban_test", options, num_workers=2, step_timeout_s=TIMEOUT_S) as pool:
+        started = time.monotonic()
+        assert play_per_episode(pool) == per_slot(undisturbed)
+        took = time.monotonic() - started
+        counts = pool.fault_counts()
+    assert counts["timeouts"] == 1 and counts["restarts"] == 1 and pool.worker_restarts == [1, 0]
+    assert took < TIMEOUT_S + 20
+
+
+def test_per_episode_steps_retry_an_env_that_raises_once(undisturbed, tmp_path):
+    options = {**OPTIONS, "fault": "raise", "at_step": 4, "fault_seed": 40, "once_file": str(tmp_path / "raised")}
+    with RayEnvPool("faulty_sokoban_test", options, num_workers=2) as pool:
+        assert play_per_episode(pool) == per_slot(undisturbed)
+        assert pool.fault_counts()["step_retries"] == 1
+    with LocalEnvPool("sokoban", OPTIONS) as pool:  # in-process: the same API, steps run when submitted
+        assert play_per_episode(pool) == per_slot(undisturbed)

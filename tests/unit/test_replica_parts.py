@@ -45,6 +45,15 @@ def test_stickiness_gives_way_when_one_replica_would_take_the_whole_call():
     assert sorted(chosen) == [0, 0, 1, 1] and router.moved == 2
 
 
+def test_per_episode_lanes_are_sticky_and_balanced_by_episode_count():
+    router = Router(3)
+    lanes = [router.assign(slot) for slot in range(7)]
+    assert lanes == [0, 1, 2, 0, 1, 2, 0]
+    assert [router.assign(slot) for slot in (4, 0, 6)] == [1, 0, 0]  # an episode keeps its lane
+    router.forget()  # new weights: prefixes are gone, lanes are dealt again
+    assert router.assign(6) == 0 and router.assigned == [1, 0, 0]
+
+
 def test_buckets_hold_one_dtype_and_respect_the_size():
     named = [("a", torch.zeros(10)), ("b", torch.zeros(10)), ("c", torch.zeros(4, dtype=torch.bfloat16)),
              ("d", torch.zeros(100)), ("e", torch.zeros(3))]

@@ -167,13 +167,13 @@ class ReplicatedEngine:
         if self._seed is not None:
             ray.get(self.actors[index].reseed.remote(self._replica_seed(self._seed, index) + 104_729 * self.restarts))
 
-    def _call(self, parts: dict[int, Callable[[Any], Any]]) -> dict[int, Any]:
-        """Run `parts[replica](actor)` (a remote call) on each replica at once; restart a replica that dies and run
-        its part again."""
+    def _call(self, parts: dict[int, Callable[[Any], Any]], submitted: dict[int, Any] | None = None) -> dict[int, Any]:
+        """Run `parts[replica](actor)` (a remote call) on each replica at once (or collect the `submitted` ref of
+        that call); restart a replica that dies and run its part again."""
         import ray
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-        pending = {r: fn(self.actors[r]) for r, fn in parts.items()}
+        pending = {r: (submitted or {}).get(r) or fn(self.actors[r]) for r, fn in parts.items()}
         out: dict[int, Any] = {}
         attempts = dict.fromkeys(parts, 0)
         while pending:
@@ -216,6 +216,29 @@ class ReplicatedEngine:
             for i, completion in zip(by_replica[r], completions, strict=True):
                 out[i] = replace(completion, policy_version=version, replica=r)
         return [c for c in out if c is not None]
+
+    # ------------------------------------------------------------------------------------------ lanes
+    @property
+    def lanes(self) -> int:
+        """Per-episode scheduling sends each replica its own generate calls, one in flight at a time."""
+        return len(self.actors)
+
+    def lane_of(self, key: Hashable) -> int:
+        return self.router.assign(key)
+
+    def submit_lane(self, lane: int, prompts: list[list[int]], sampling: SamplingConfig,
+                    interventions: list[InterventionSpec | None] | None) -> Any:
+        """Start a generate call on replica `lane`; `finish_lane` collects it (the ref to wait on is returned)."""
+        return self.actors[lane].generate.remote(prompts, sampling, interventions)
+
+    def finish_lane(self, lane: int, ref: Any, prompts: list[list[int]], sampling: SamplingConfig,
+                    interventions: list[InterventionSpec | None] | None) -> list[Completion]:
+        """The completions of a `submit_lane` call; a replica that died meanwhile is restarted and the call run
+        again on it (nothing lost)."""
+        results = self._call({lane: lambda actor: actor.generate.remote(prompts, sampling, interventions)},
+                             submitted={lane: ref})
+        version, completions = results[lane]
+        return [replace(c, policy_version=version, replica=lane) for c in completions]
 
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
         n = len(self.actors)

@@ -23,6 +23,7 @@ class Router:
         self._sticky: OrderedDict[Hashable, int] = OrderedDict()
         self._lock = threading.Lock()
         self.moved = 0  # sticky episodes moved to balance the load
+        self.assigned = [0] * replicas  # episodes given a lane by `assign` since the last `forget`
 
     def route(self, keys: Sequence[Hashable | None]) -> list[int]:
         with self._lock:
@@ -47,6 +48,20 @@ class Router:
                 self.in_flight[r] += 1
             return out
 
+    def assign(self, key: Hashable) -> int:
+        """The replica of an episode under per-episode scheduling: the one it had, else the one with the fewest
+        episodes (every turn of an episode then reuses its replica's cached prefix)."""
+        with self._lock:
+            chosen = self._sticky.get(key)
+            if chosen is None or chosen >= self.replicas:
+                chosen = min(range(self.replicas), key=lambda r: (self.assigned[r], r))
+                self.assigned[chosen] += 1
+                self._sticky[key] = chosen
+                if len(self._sticky) > STICKY_KEYS:
+                    self._sticky.popitem(last=False)
+            self._sticky.move_to_end(key)
+            return chosen
+
     def done(self, replica: int, count: int) -> None:
         with self._lock:
             self.in_flight[replica] = max(0, self.in_flight[replica] - count)
@@ -55,3 +70,4 @@ class Router:
         """New weights: cached prefixes are gone on every replica, so stickiness no longer pays."""
         with self._lock:
             self._sticky.clear()
+            self.assigned = [0] * self.replicas
