@@ -52,6 +52,7 @@ bench: setup
 	$(BIN)/python benchmarks/strata_selection.py
 	$(BIN)/python benchmarks/objective_options.py
 	$(BIN)/python benchmarks/replicas.py
+	$(BIN)/python benchmarks/schedule.py
 
 clean:
 	rm -rf runs multirun outputs .pytest_cache
