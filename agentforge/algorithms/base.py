@@ -43,6 +43,8 @@ class Algorithm:
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = AlgorithmConfig
+    # why the algorithm cannot train asynchronously (trainer.asynchronous.max_staleness >= 1), or None when it can
+    not_asynchronous: ClassVar[str | None] = None
 
     def __init__(self, **options: Any) -> None:
         self.config = _build_config(self.config_class, options, self.name or type(self).__name__)

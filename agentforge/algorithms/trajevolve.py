@@ -91,6 +91,9 @@ class TrajEvolve(GiGPO):
     """GiGPO plus hindsight credit on replay-labelled redundant steps (see the module doc)."""
 
     name = "trajevolve"
+    not_asynchronous = ("its necessity labels replay each trajectory in the env pool and its evolved turns are "
+                        "scored by the engine after the rollout, both against the weights that sampled them; "
+                        "with rollout ahead of the learner those weights are gone (not built)")
     config_class = TrajEvolveConfig
     config: TrajEvolveConfig
 

@@ -127,6 +127,12 @@ class DynamicSamplingSchema:
 
 
 @dataclass
+class AsynchronousSchema:
+    max_staleness: int = opt(0, "0: synchronous (rollout, update, push); k >= 1: rollout runs ahead on the engine "
+                             "replicas, no trained turn more than k versions older than the learner", ge=0)
+
+
+@dataclass
 class TrainerSchema:
     iterations: int = opt(10, "RL iterations (one update each)", ge=1)
     tasks_per_iteration: int = opt(4, "B tasks per iteration", ge=1)
@@ -144,6 +150,7 @@ class TrainerSchema:
     save_trajectories: bool = opt(True, "every iteration's trajectories to trajectories/iter_NNNNN.jsonl.gz")
     trajectory_tokens: bool = opt(False, "also their token ids and log-probs (several times larger)")
     dynamic_sampling: DynamicSamplingSchema = opt(DynamicSamplingSchema(), "")
+    asynchronous: AsynchronousSchema = opt(AsynchronousSchema(), "")
 
 
 @dataclass

@@ -117,6 +117,15 @@ class Checkpoint:
             return pickle.load(f)
 
     @property
+    def pending_rollouts(self) -> list[Any]:
+        """Asynchronous training: the batches played and not yet trained when the checkpoint was written."""
+        path = self.path / "pending_rollouts.pkl"
+        if not path.is_file():
+            return []
+        with path.open("rb") as f:
+            return pickle.load(f)
+
+    @property
     def algorithm_state(self) -> dict[str, Any]:
         """What the algorithm learns outside the policy (TrajEvolve's step discriminator); {} when it kept none."""
         path = self.path / "algorithm.pkl"
@@ -134,7 +143,7 @@ class CheckpointManager:
         self.keep_last = max(1, keep_last)
 
     def save(self, iteration: int, learner: Any, trainer_state: dict[str, Any],
-             algorithm_state: dict[str, Any] | None = None) -> Checkpoint:
+             algorithm_state: dict[str, Any] | None = None, pending_rollouts: list[Any] | None = None) -> Checkpoint:
         """Write the checkpoint hidden, then publish it with one rename; on failure nothing new is visible."""
         name = f"iter_{iteration:06d}"
         final, partial = self.root / name, self.root / f"{PARTIAL}{name}"
@@ -151,6 +160,9 @@ class CheckpointManager:
             if algorithm_state:
                 with (partial / "algorithm.pkl").open("wb") as f:
                     pickle.dump(algorithm_state, f)
+            if pending_rollouts:
+                with (partial / "pending_rollouts.pkl").open("wb") as f:
+                    pickle.dump(pending_rollouts, f)
             fault_point("checkpoint_write")  # tests kill the run here: every file written, nothing published
             (partial / MARKER).write_text(str(iteration))
             _fsync_tree(partial)

@@ -180,6 +180,38 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
                           f"{', '.join(METRICS)}")
 
 
+def max_staleness(cfg: DictConfig) -> int:
+    section = cfg.trainer.get("asynchronous")
+    return int(section.get("max_staleness", 0) or 0) if section is not None else 0
+
+
+def check_asynchronous(cfg: DictConfig) -> None:
+    """Asynchronous training needs engines that run beside the learner, an algorithm whose unit is the group, and
+    nothing that uses the engine between rollout and update."""
+
+    k = max_staleness(cfg)
+    if k == 0:
+        return
+    problems = []
+    where = f"trainer.asynchronous.max_staleness={k}"
+    if cfg.engine.get("replicas") is None:
+        problems.append(f"{where} plays rollouts while the learner trains, which the in-process engine cannot (it "
+                        "runs in the trainer's own thread of work): set engine.replicas=1 or more")
+    if cfg.engine.get("colocate") or cfg.engine.get("enable_sleep_mode"):
+        problems.append(f"{where}: engines that sleep during the update (engine.colocate / engine.enable_sleep_mode) "
+                        "cannot roll out beside it; set both to false")
+    reason = getattr(type(make_algorithm(cfg.algorithm)), "not_asynchronous", None)
+    if reason:
+        problems.append(f"{where}: algorithm {cfg.algorithm.name!r} cannot train asynchronously: {reason}; use "
+                        "max_staleness=0 (or grpo, gigpo, tjpo, t2po)")
+    section = cfg.trainer.get("dynamic_sampling")
+    if section is not None and section.get("enabled", False):
+        problems.append(f"{where}: dynamic sampling plays extra rounds inside one iteration's rollout; it is not "
+                        "built for asynchronous training: set trainer.dynamic_sampling.enabled=false")
+    if problems:
+        raise ConfigProblems(problems)
+
+
 def resolve_resume_dir(cfg: DictConfig) -> Path | None:
     """`resume=false` → None; `resume=<run dir>` → it; `resume=true` → the newest run of this command that has a
     checkpoint (sibling folders of this run's folder); `resume=auto` → this run's own folder when it has a complete
@@ -209,4 +241,4 @@ def resolve_resume_dir(cfg: DictConfig) -> Path | None:
 
 # The training loop's multi-key checks, each run on its own so that all their problems are reported at once.
 TRAIN_CHECKS = [check_group_size, check_ranks_divide_the_batch, check_token_budget, check_sampling_for_training,
-                check_algorithm_run, check_run_learner, check_dynamic_sampling, check_warm_start]
+                check_algorithm_run, check_run_learner, check_dynamic_sampling, check_warm_start, check_asynchronous]

@@ -6,6 +6,7 @@ position and RNG states, so a resumed run replays the same next iteration as an 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -39,9 +40,11 @@ from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
+from agentforge.training.asynchronous import PlayedBatch, RolloutProducer, staleness
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
 from agentforge.training.config import (
     learner_config_for_run,
+    max_staleness,
     optimizer_steps_per_iteration,
     resolve_resume_dir,
     warm_start_modes,
@@ -127,6 +130,13 @@ class Trainer:
         self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
         self.start_iteration = 0
         self.history: dict[str, dict[str, float]] = {}
+        self.max_staleness = max_staleness(cfg)  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
+        if self.max_staleness and learner_cfg.old_logprobs == "engine":
+            console.print("[yellow]asynchronous training with learner.old_logprobs=engine clips around the stale "
+                          "behaviour policy; decoupled PPO clips around the learner's own policy: set "
+                          "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
+        self.producer: RolloutProducer | None = None
+        self._pending: list[PlayedBatch] = []  # played, not yet trained (from a checkpoint)
 
     # ------------------------------------------------------------------------------------------------ resume
     def _restore(self) -> None:
@@ -149,6 +159,7 @@ class Trainer:
         if self.kl_penalty is not None:
             self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
+        self._pending = checkpoint.pending_rollouts
         set_rng_state(checkpoint.rng)
         self.start_iteration = checkpoint.iteration
         self._sync_weights()
@@ -208,9 +219,20 @@ class Trainer:
 
     def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
         started = time.perf_counter()
-        result, played, dynamic_metrics = self.play(iteration, progress)
-        groups = result.groups
-        t_rollout = time.perf_counter() - started
+        async_metrics: dict[str, float] = {}
+        if self.producer is not None:  # played ahead while the learner trained; at most k versions old
+            if progress:
+                progress.phase(f"waiting for rollout {iteration + 1} (played ahead)")
+            batch, waited = self.producer.take(iteration)
+            result, played, dynamic_metrics = batch.result, batch.played, batch.dynamic_metrics
+            groups, async_metrics = staleness(result.groups, iteration, self.max_staleness)
+            async_metrics.update({"async/learner_wait_s": waited, "async/rollout_seconds": batch.seconds,
+                                  "async/batches_ahead": float(len(self.producer.ready))})
+            t_rollout = waited
+        else:
+            result, played, dynamic_metrics = self.play(iteration, progress)
+            groups = result.groups
+            t_rollout = time.perf_counter() - started
         summary = rollout_summary(played, result.stats, result.metrics)  # env rewards, before any KL penalty
 
         self._engine_sleep()
@@ -238,6 +260,8 @@ class Trainer:
 
         self._engine_wake()
         t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
+        if self.producer is not None:
+            self.producer.updated(iteration + 1)  # the next batch within the bound may start
         if not samples:
             console.print(f"[yellow]iteration {iteration + 1}: nothing to train (no trained turn in "
                           f"{len(groups)} group(s)); update skipped")
@@ -250,6 +274,7 @@ class Trainer:
         metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
+        metrics.update(async_metrics)
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
             "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
@@ -321,11 +346,26 @@ class Trainer:
                 "time/warm_start": time.perf_counter() - started}
 
     def save_checkpoint(self, iteration: int) -> None:
-        with critical():  # a Ctrl-C waits for the checkpoint: it is either complete or absent
+        with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
             state = {"sampler": self.sampler.state_dict(), "history": self.history}
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
-            self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict())
+            pending = self.producer.pending() if self.producer is not None else []
+            if pending:
+                state["pending_rollouts"] = [b.iteration + 1 for b in pending]  # readable; the batches: .pkl
+            self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict(), pending)
+
+    def _producer_paused(self) -> Any:
+        return self.producer.paused() if self.producer is not None else contextlib.nullcontext()
+
+    def _start_producer(self, first: int, last: int) -> RolloutProducer:
+        """Asynchronous training: rollout from `first` on, in a thread, beside the learner."""
+        base = int(getattr(self.engine, "version", 0))  # the engine's push counter now = learner version `first`
+        pending, self._pending = [b for b in self._pending if b.iteration >= first], []
+        console.print(f"asynchronous training: rollout runs up to {self.max_staleness} version(s) ahead of the "
+                      f"learner{f' ({len(pending)} batch(es) played before the checkpoint)' if pending else ''}")
+        return RolloutProducer(lambda i: self.play(i, None), first, int(self.tcfg.iterations), self.max_staleness,
+                               lambda version: first + int(version) - base, pending).start()
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
@@ -338,11 +378,14 @@ class Trainer:
                 if self.start_iteration == 0:
                     self._start(progress)
                 for iteration in range(self.start_iteration, iterations):
+                    if self.max_staleness and self.producer is None:
+                        self.producer = self._start_producer(iteration, iterations)
                     metrics = self.train_iteration(iteration, progress)
                     step = iteration + 1
                     every = int(self.tcfg.eval_every)
                     if every and (step % every == 0 or step == iterations):
-                        metrics.update(self.evaluate(step, progress))
+                        with self._producer_paused():  # eval plays on the same engine and env pool
+                            metrics.update(self.evaluate(step, progress))
                     self.tracker.log(step, metrics)
                     progress.iteration_done(step, metrics)
                     if step == self.start_iteration + 1:  # every actor is up now: say where each one runs
@@ -403,6 +446,8 @@ class Trainer:
         return summary
 
     def close(self) -> None:
+        if self.producer is not None:
+            self.producer.stop()
         for closer in (self.tracker.close, self.learner.close, self.pool.close, self.engine.close):
             try:
                 closer()

@@ -126,7 +126,6 @@ def test_a_slow_env_step_holds_back_only_its_own_episode(engine):
     fast_done = max(at for (slot, turn), at in per.items() if slot not in slow_slots)
     # per episode: the fast episodes played all 3 turns before the slow ones' second turn was even submitted
     assert all(per[(slot, 2)] > fast_done for slot in slow_slots)
-    assert fast_done - min(per.values()) < SLOW_S
     # lockstep: every turn 2 waits for the slow step of turn 1
     assert min(at for (slot, turn), at in lock.items() if turn == 2) - min(lock.values()) > SLOW_S
     # the same moves either way (forced), and per-episode idled less than a lockstep turn barrier costs

@@ -1,0 +1,78 @@
+"""Asynchronous training on this machine, measured: episodes/hour and learner busy fraction, synchronous (k = 0)
+vs k = 1 and k = 2, the same run otherwise.
+
+    python benchmarks/asynchronous.py [--iterations 5] [--tasks 2] [--group 4]
+
+SmolLM2-135M, GRPO on Sokoban (6×6, 2 turns, 48 new tokens), one vLLM engine replica with 1 thread
+(`engine.replica_cpus=1`) and the in-process DeepSpeed learner with 1 torch thread: the two share the 2 cores, one
+each. Decoupled PPO in every run (`learner.old_logprobs=recompute`, token TIS) so only the schedule differs. The
+first iteration of each run is excluded (start-up: the replica's first batch, DeepSpeed's first step).
+Writes benchmarks/results/asynchronous.json and one summary line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentforge.config import compose_config
+from agentforge.hardware import describe
+from agentforge.training.trainer import Trainer
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def run(k: int, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="agentforge-bench-async-") as tmp:
+        cfg = compose_config([
+            "recipe=grpo_sokoban", "command=train", "logger.wandb=false", "env_pool.kind=local", "seed=0",
+            f"trainer.iterations={args.iterations}", f"trainer.tasks_per_iteration={args.tasks}",
+            f"trainer.group_size={args.group}", "trainer.eval_every=0", "trainer.eval_before=false",
+            "trainer.checkpoint_every=0", "trainer.warm_start=false", "agent.max_turns=2",
+            "agent.sampling.max_new_tokens=48", "env.dim_room=[6,6]", "env.max_steps=10", "engine.replicas=1",
+            "engine.replica_cpus=1", f"trainer.asynchronous.max_staleness={k}", "learner.old_logprobs=recompute",
+            "learner.rollout_correction.is_level=token",
+        ], run_dir=tmp)
+        torch.set_num_threads(1)
+        started = time.perf_counter()
+        Trainer(cfg).fit()
+        total = time.perf_counter() - started
+        rows = [json.loads(line) for line in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "time/iteration" in r]
+    timed = rows[1:]  # the first iteration pays the start-up
+    wall = sum(r["time/iteration"] for r in timed)
+    busy = sum(r["time/update"] + r["time/sync"] for r in timed)
+    episodes = args.tasks * args.group * len(timed)
+    return {"max_staleness": k, "iterations_timed": len(timed), "wall_s": round(wall, 2),
+            "episodes_per_hour": round(episodes / wall * 3600), "learner_busy": round(busy / wall, 3),
+            "learner_wait_s": round(sum(r.get("async/learner_wait_s", r["time/rollout"]) for r in timed), 2),
+            "staleness_mean": round(sum(r.get("async/staleness_mean", 0.0) for r in timed) / len(timed), 3),
+            "mean_return": [round(r["train/mean_return"], 3) for r in rows], "total_s": round(total, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--group", type=int, default=4)
+    args = parser.parse_args()
+    results = [run(k, args) for k in (0, 1, 2)]
+    base = results[0]["episodes_per_hour"]
+    for r in results:
+        r["speedup"] = round(r["episodes_per_hour"] / base, 2)
+    out = {"machine": describe(), "threads": "replica 1, learner 1", "results": results}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "asynchronous.json").write_text(json.dumps(out, indent=2))
+    line = "; ".join(f"k={r['max_staleness']}: {r['episodes_per_hour']} episodes/h ({r['speedup']}x), learner busy "
+                     f"{r['learner_busy']:.0%}" for r in results)
+    print(f"asynchronous: {line}")
+
+
+if __name__ == "__main__":
+    main()
