@@ -53,6 +53,7 @@ bench: setup
 	$(BIN)/python benchmarks/objective_options.py
 	$(BIN)/python benchmarks/replicas.py
 	$(BIN)/python benchmarks/schedule.py
+	$(BIN)/python benchmarks/asynchronous.py
 	$(BIN)/python benchmarks/async_sim.py
 
 clean:

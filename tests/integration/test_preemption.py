@@ -23,11 +23,15 @@ ARGS = [
 ]
 
 
-def train(run_dir: Path, log: Path, iterations: int) -> subprocess.Popen:
+ASYNCHRONOUS = ["engine.replicas=1", "engine.replica_cpus=1", "trainer.asynchronous.max_staleness=1",
+                "learner.old_logprobs=recompute"]
+
+
+def train(run_dir: Path, log: Path, iterations: int, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with log.open("a") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "agentforge.cli", "train", *ARGS, f"trainer.iterations={iterations}",
+            [sys.executable, "-m", "agentforge.cli", "train", *ARGS, *extra, f"trainer.iterations={iterations}",
              f"hydra.run.dir={run_dir}", "resume=auto"], stdout=out, stderr=subprocess.STDOUT, env=env)
 
 
@@ -38,10 +42,12 @@ def logged_steps(run_dir: Path) -> list[int]:
     return [json.loads(line)["iteration"] for line in path.read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
-def test_scheduler_signal_checkpoints_then_resume_auto_continues(tmp_path: Path, signum: int) -> None:
+@pytest.mark.parametrize(("signum", "extra"), [(signal.SIGUSR1, ()), (signal.SIGTERM, ()),
+                                               (signal.SIGUSR1, tuple(ASYNCHRONOUS))],
+                         ids=["SIGUSR1", "SIGTERM", "SIGUSR1-asynchronous"])
+def test_scheduler_signal_checkpoints_then_resume_auto_continues(tmp_path: Path, signum: int, extra: tuple) -> None:
     run_dir, log = tmp_path / "run", tmp_path / "log.txt"
-    proc = train(run_dir, log, iterations=200)  # checkpoint_every=0: only the signal writes a checkpoint
+    proc = train(run_dir, log, iterations=200, extra=extra)  # checkpoint_every=0: only the signal writes one
     try:
         deadline = time.monotonic() + 300
         while not logged_steps(run_dir) and proc.poll() is None and time.monotonic() < deadline:
@@ -61,10 +67,14 @@ def test_scheduler_signal_checkpoints_then_resume_auto_continues(tmp_path: Path,
     assert saved == logged_steps(run_dir)[-1] < 200  # the iteration in flight finished and was kept
 
     # the requeued job: same command, same run dir; resume=auto picks the checkpoint up and runs one more iteration
-    proc = train(run_dir, log, iterations=saved + 1)
+    proc = train(run_dir, log, iterations=saved + 1, extra=extra)
     assert proc.wait(timeout=400) == 0, log.read_text()[-3000:]
     assert f"resumed from {checkpoints[0]}" in log.read_text().replace("\n", "")
     assert logged_steps(run_dir) == list(range(1, saved + 2))  # no iteration lost or repeated
+    if extra:  # asynchronous: the batch played ahead was kept by the checkpoint and trained after the resume
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        assert rows[-1]["async/staleness_max"] <= 1 and rows[-1]["async/dropped_groups"] == 0
+        assert "batch(es) played before the checkpoint" in log.read_text()
 
 
 def test_resume_auto_starts_fresh_without_a_checkpoint(tmp_path: Path) -> None:
