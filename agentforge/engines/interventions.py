@@ -286,6 +286,22 @@ def register_token_pieces(tokenizer: Any, vocab_size: int | None = None) -> str:
     return key
 
 
+def ensure_token_pieces(specs: Sequence[InterventionSpec | None] | None, tokenizer: Any) -> None:
+    """Engines in other processes (replicas): the token texts a spec names by key were registered in the trainer's
+    process only; register them here, under that key, from this engine's own tokenizer (the same model files)."""
+    for spec in specs or []:
+        key = spec.params.get("pieces") if spec is not None else None
+        if not isinstance(key, str) or key in TOKEN_PIECES:
+            continue
+        _, length, vocab = key.rsplit(":", 2)
+        if int(length) != len(tokenizer):
+            raise AgentforgeError(f"the intervention's token texts were made for a tokenizer of {length} tokens "
+                                  f"({key!r}), but this engine's has {len(tokenizer)}: the trainer and the engine "
+                                  "replicas must load the same model")
+        pieces = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        TOKEN_PIECES[key] = pieces + [""] * max(0, (0 if vocab == "None" else int(vocab)) - len(pieces))
+
+
 @INTERVENTIONS.register("think_plateau_stop")
 class ThinkPlateauStop(Intervention):
     """T2PO's token-level thinking intervention (TTI): end the thinking once its uncertainty stops moving.

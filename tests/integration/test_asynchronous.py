@@ -134,3 +134,21 @@ def test_settings_asynchronous_training_cannot_run_with_are_refused_before_start
 def test_a_negative_staleness_is_a_config_problem(tmp_path):
     with pytest.raises(ConfigProblems, match="max_staleness"):
         check_config(bandit_config(tmp_path, -1))  # (composition itself may already refuse it)
+
+
+@pytest.mark.parametrize("algorithm", ["gigpo", "tjpo", "t2po"])
+def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path, algorithm):
+    """GiGPO (anchor groups), TJPO (trajectory descriptors) and T2PO (uncertainty through the replica, TDS) train with
+    rollout one version ahead."""
+    cfg = compose_config([
+        "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", f"algorithm={algorithm}",
+        "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_every=0",
+        "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=2",
+        "agent.sampling.max_new_tokens=16", "env.dim_room=[6,6]", "env.max_steps=4", "engine.replicas=1",
+        "engine.replica_cpus=1", "trainer.asynchronous.max_staleness=1", "learner.old_logprobs=recompute",
+    ], run_dir=str(tmp_path))
+    Trainer(cfg).fit()
+    rows = [r for r in metric_rows(tmp_path) if "async/staleness_max" in r]
+    assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 for r in rows)
+    assert sum(r["async/turns_lag_1"] for r in rows) > 0
+    assert all(r["train/samples"] > 0 for r in rows)

@@ -97,6 +97,18 @@ def test_vllm_through_a_replica_gives_log_probs_uncertainty_score_and_interventi
         assert all(c.entropy is not None and len(c.entropy) == len(c.token_ids) for c in out)
         scored = engine.score([prompts[1]], [out[1].token_ids])[0]
         assert scored == pytest.approx(out[1].logprobs, abs=1e-4)  # the sampled log-probs are the model's
+        # T2PO's TTI: its token texts are registered in this process by key; the replica registers its own
+        from agentforge.engines.interventions import register_token_pieces
+
+        queue = tiny_tokenizer.encode("</think>\n<action>", add_special_tokens=False)
+        tti = InterventionSpec("think_plateau_stop", {
+            "queue": queue, "vocab_size": engine.vocab_size, "alpha": 1.0, "epsilon": 10.0, "window": 1,
+            "min_think_tokens": 2, "stop_texts": ["</think>", "<action>"],
+            "pieces": register_token_pieces(tiny_tokenizer, engine.vocab_size)})
+        fired = engine.generate(prompts[:2], sampling, [tti, tti], keys=[0, 1])
+        for c in fired:  # the plateau (any change < 10) holds at once: the queue is forced after 2 sampled tokens
+            start = c.forced_mask.index(True)
+            assert start >= 2 and c.token_ids[start:start + len(queue)] == queue
     finally:
         engine.close()
 

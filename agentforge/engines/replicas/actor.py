@@ -49,6 +49,9 @@ class EngineReplica:
     def generate(self, prompts: list[list[int]], sampling: SamplingConfig,
                  interventions: list[InterventionSpec | None] | None = None) -> tuple[int, list[Completion]]:
         """The completions and the weight version that sampled them."""
+        from agentforge.engines.interventions import ensure_token_pieces
+
+        ensure_token_pieces(interventions, self.engine.tokenizer)  # T2PO's TTI names its token texts by key
         return self.version, self.engine.generate(prompts, sampling, interventions)
 
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
