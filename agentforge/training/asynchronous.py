@@ -162,3 +162,24 @@ def staleness(groups: list[Group], version: int, max_staleness: int) -> tuple[li
     for lag in range(max_staleness + 1):
         metrics[f"async/turns_lag_{lag}"] = float(sum(1 for x in lags if x == lag))
     return kept, metrics
+
+
+def lag_metrics(samples: list[Any], owners: list[Any], version: int) -> dict[str, float]:
+    """The behaviour → proximal mismatch per version lag (after `Learner.prepare` with recomputed old log-probs):
+    k3, mean |Δ log p| and the IS weight's mean and max of the turns sampled `lag` versions ago."""
+    from agentforge.learner.objective.correction import mismatch_metrics
+
+    by_lag: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
+    for sample, owner in zip(samples, owners, strict=True):
+        info = getattr(owner, "info", None) or {}
+        if sample.rollout_logprobs is None or "learner_version" not in info:
+            continue
+        learner, engine, masks = by_lag.setdefault(version - int(info["learner_version"]), ([], [], []))
+        learner.append(sample.old_logprobs)
+        engine.append(sample.rollout_logprobs)
+        masks.append(sample.loss_mask)
+    out: dict[str, float] = {}
+    for lag, (learner, engine, masks) in sorted(by_lag.items()):
+        for key, value in mismatch_metrics(learner, engine, masks).items():
+            out[f"async/lag_{lag}/{key.split('/', 1)[1]}"] = value
+    return out

@@ -40,7 +40,7 @@ from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
-from agentforge.training.asynchronous import PlayedBatch, RolloutProducer, staleness
+from agentforge.training.asynchronous import PlayedBatch, RolloutProducer, lag_metrics, staleness
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
 from agentforge.training.config import (
     learner_config_for_run,
@@ -242,6 +242,8 @@ class Trainer:
         if progress:
             progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
         prepare_metrics = self.learner.prepare(samples)  # old log-probs fixed (recompute), correction, reference
+        if self.producer is not None:  # the staleness's cost: behaviour vs proximal policy, per version lag
+            async_metrics.update(lag_metrics(samples, owners, iteration))
         kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
         t_prepare = time.perf_counter() - t0
 

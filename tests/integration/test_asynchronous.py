@@ -95,6 +95,10 @@ def test_asynchronous_grpo_learns_within_the_staleness_bound(ray_runtime, tmp_pa
     # rollout really ran ahead: trained turns sampled by older weights than the learner's
     assert sum(r.get("async/turns_lag_1", 0) for r in rows) > 0
     assert sum(r[f"async/turns_lag_{lag}"] for r in rows for lag in range(k + 1)) == iterations * 32  # every turn
+    # the mismatch per lag: none at lag 0 beyond float noise (fp32 engine and learner), visible at lag >= 1
+    lagged = [r for r in rows if f"async/lag_{k}/mismatch_abs_mean" in r]
+    assert lagged and all(r[f"async/lag_{k}/mismatch_abs_mean"] > 1e-4 for r in lagged)
+    assert all(r["async/lag_0/mismatch_abs_mean"] < 1e-3 for r in rows if "async/lag_0/mismatch_abs_mean" in r)
 
 
 def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_runtime, tmp_path):
