@@ -93,7 +93,7 @@ def test_engine_replicas_on_both_nodes_take_weights_from_learner_rank_zero(slurm
 def test_bad_input_is_refused_with_the_fix(slurm: dict[str, str], tmp_path: Path) -> None:
     too_many = launch(slurm, tmp_path / "a", "nodes=2", "cpus_per_node=1", "recipe=debug", "learner.num_ranks=4",
                       check=False)
-    assert too_many.returncode == 1
+    assert too_many.returncode == 2  # a config problem (exit 2, like every config error since the typed schema)
     assert "learner.num_ranks=4 needs 4 slots" in too_many.stderr and "lower learner.num_ranks" in too_many.stderr
     assert not (tmp_path / "a").exists()  # nothing submitted, nothing written
 
@@ -102,7 +102,7 @@ def test_bad_input_is_refused_with_the_fix(slurm: dict[str, str], tmp_path: Path
     assert "invalid partition" in bad_partition.stderr.lower() and "sinfo -s" in bad_partition.stderr
 
     bad_time = launch(slurm, tmp_path / "c", "time=soon", "recipe=debug", check=False)
-    assert bad_time.returncode == 1 and "is not a Slurm time" in bad_time.stderr
+    assert bad_time.returncode == 2 and "is not a Slurm time" in bad_time.stderr
 
 
 def test_node_that_cannot_join_fails_the_job_naming_it(slurm: dict[str, str], tmp_path: Path) -> None:
