@@ -24,7 +24,9 @@ class TurnSample:
     Filled in by the learner's `prepare` when the objective needs them (all aligned with `input_ids`, 0 on the
     prompt): `rollout_logprobs` (the engine's, kept when `old_logprobs` are the learner's recomputed ones),
     `ref_logprobs` (the reference policy's), `is_weights` (rollout-correction weights); rejection clears
-    `loss_mask` where a token or sequence was dropped.
+    `loss_mask` where a token or sequence was dropped. `stratum` (optional, ≥ 0) names a subset whose clip counts
+    the learner reports apart (`count/clipped_stratum_<s>`, `count/tokens_stratum_<s>`): asynchronous training sets
+    it to the turn's version lag.
     """
 
     input_ids: np.ndarray  # int64 [L]
@@ -35,6 +37,7 @@ class TurnSample:
     rollout_logprobs: np.ndarray | None = None
     ref_logprobs: np.ndarray | None = None
     is_weights: np.ndarray | None = None
+    stratum: int | None = None
 
     def __post_init__(self) -> None:
         self.input_ids = np.asarray(self.input_ids, dtype=np.int64)

@@ -70,6 +70,11 @@ _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Micro-batch metrics averaged over loss tokens (the others are maxima or per-step values).
 TOKEN_MEAN_METRICS = ("loss", "pg_loss", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
                       "clip_fraction_dual", "approx_kl", "logprob_mismatch", "entropy", "kl_ref", "is_weight")
+COUNT_PREFIX = "count/"  # raw counts (per-stratum clip counts): summed over micro-batches, steps and ranks
+
+
+def is_count(name: str) -> bool:
+    return name.startswith(COUNT_PREFIX)
 
 
 def free_port() -> int:
@@ -340,7 +345,7 @@ class DeepSpeedLearnerRank:
         if grad_norm is None:
             norm_value = self.engine.get_global_grad_norm()
             grad_norm = float(norm_value) if norm_value is not None else float("nan")
-        out = {name: value / max(local_tokens, 1) for name, value in sums.items()}
+        out = {name: value if is_count(name) else value / max(local_tokens, 1) for name, value in sums.items()}
         out.update({
             "grad_norm": grad_norm,
             "lr": lr,
@@ -387,8 +392,8 @@ class DeepSpeedLearnerRank:
             self.engine.backward(loss, scale_wrt_gas=False)
             tokens = metrics.pop("tokens")
             mismatch_max = max(mismatch_max, metrics.pop("logprob_mismatch_max", 0.0))
-            for name, value in metrics.items():
-                sums[name] = sums.get(name, 0.0) + value * tokens
+            for name, value in metrics.items():  # counts add up as they are; means are weighted by tokens
+                sums[name] = sums.get(name, 0.0) + (value if is_count(name) else value * tokens)
         if self._all_reduce([float(nonfinite)], "max")[0]:
             self._discard_gradients()
             return "the loss was not finite"
@@ -423,7 +428,7 @@ class DeepSpeedLearnerRank:
             ref_logp = self._reference_logprobs(batch)
         loss, loss_metrics = policy_objective(
             logp, batch.old_logprobs, batch.advantages, mask, batch.sequence, spec, norm=norm, ref_logp=ref_logp,
-            entropy=entropy, is_weights=batch.is_weights)
+            entropy=entropy, is_weights=batch.is_weights, strata=batch.stratum)
         metrics["loss"] = float(loss.detach()) * norm.tokens / max(tokens, 1.0)
         metrics.update({k: v for k, v in loss_metrics.items() if k != "logprob_abs_diff"})
         metrics["logprob_mismatch"] = loss_metrics["logprob_abs_diff"]

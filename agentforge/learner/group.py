@@ -21,7 +21,7 @@ import torch
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.learner.batch import TurnSample
 from agentforge.learner.config import LearnerConfig
-from agentforge.learner.deepspeed_learner import TOKEN_MEAN_METRICS, DeepSpeedLearnerRank
+from agentforge.learner.deepspeed_learner import TOKEN_MEAN_METRICS, DeepSpeedLearnerRank, is_count
 from agentforge.learner.objective import mismatch_metrics, rollout_correction
 from agentforge.learner.packing import shard_by_tokens, shard_indices_by_tokens
 
@@ -258,9 +258,9 @@ def mini_batches(samples: list[TurnSample], size: int | None, unit: str,
 def combine_steps(steps: list[dict[str, float]]) -> dict[str, float]:
     """One update's metrics from its optimizer steps: one step is reported as it is; several give token-weighted
     means of per-token metrics, the first epoch's token and sample counts, the mean grad norm, the last lr, summed
-    times and counts, the engine-vs-learner mismatch of the first step (later ones measure the policy's own move),
-    and each epoch's clip fraction (`clip_fraction_epoch_<k>`: the clip acts from the second
-    epoch on, when the policy has moved away from pi_old)."""
+    times and counts (`count/*` included), the engine-vs-learner mismatch of the first step (later ones measure
+    the policy's own move), and each epoch's clip fraction (`clip_fraction_epoch_<k>`: the clip acts from the
+    second epoch on, when the policy has moved away from pi_old)."""
     if len(steps) <= 1:
         return {k: v for k, v in (steps[0] if steps else {}).items() if k != "epoch"}
     out: dict[str, float] = {}
@@ -277,7 +277,7 @@ def combine_steps(steps: list[dict[str, float]]) -> dict[str, float]:
         out["grad_norm"] = float(np.mean(norms))
         out["grad_norm_max"] = float(np.max(norms))
     out["lr"] = steps[-1].get("lr", float("nan"))
-    for name in ("step_time_s", "micro_batches", "skipped"):
+    for name in ("step_time_s", "micro_batches", "skipped", *sorted({k for s in steps for k in s if is_count(k)})):
         out[name] = sum(s.get(name, 0.0) for s in steps)
     for name in ("logprob_mismatch", "logprob_mismatch_max"):  # engine vs learner: before any update only
         if name in steps[0]:
@@ -303,8 +303,8 @@ def aggregate_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]
     for name in TOKEN_MEAN_METRICS:
         if name in out and total > 0:
             out[name] = sum(m.get(name, 0.0) * w for m, w in zip(per_rank, weights, strict=True)) / total
-    for name in ("tokens", "samples"):
-        if name in out:
+    for name in ("tokens", "samples", *sorted({k for m in per_rank for k in m if is_count(k)})):
+        if any(name in m for m in per_rank):
             out[name] = sum(m.get(name, 0.0) for m in per_rank)
     for name in ("logprob_mismatch_max", "step_time_s", "micro_batches", "skipped"):
         if name in out:

@@ -106,8 +106,8 @@ class PackedBatch:
     (True: may attend). Per token (length N, every response token of every sample): `row`, `source` (the
     position whose logits predict it, minus `offset`), `target`, `loss_mask` (sampled, not forced), `old_logprobs`,
     `advantages`, `sequence` (the sample as a tensor: sequence-level objectives group by it), optional
-    `ref_logprobs`/`is_weights` (when every sample has them), and `sample`/`index` (which sample, which response
-    token) to map results back.
+    `ref_logprobs`/`is_weights` (when every sample has them), `stratum` (when any sample has one; -1 for the
+    others), and `sample`/`index` (which sample, which response token) to map results back.
     """
 
     input_ids: torch.Tensor
@@ -125,6 +125,7 @@ class PackedBatch:
     sequence: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     is_weights: torch.Tensor | None = None
+    stratum: torch.Tensor | None = None
 
     @property
     def logits_to_keep(self) -> int:
@@ -151,6 +152,8 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
     members = [samples[i] for row in rows for i in row]
     with_ref = all(s.ref_logprobs is not None for s in members)
     with_weights = all(s.is_weights is not None for s in members)
+    with_strata = any(s.stratum is not None for s in members)
+    tok_stratum: list[np.ndarray] = []
     tok_ref: list[np.ndarray] = []
     tok_weight: list[np.ndarray] = []
     offset = min(samples[row[0]].prompt_len for row in rows) - 1
@@ -182,6 +185,8 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
                 tok_ref.append(s.ref_logprobs[s.prompt_len:])
             if with_weights:
                 tok_weight.append(s.is_weights[s.prompt_len:])
+            if with_strata:
+                tok_stratum.append(np.full(n, -1 if s.stratum is None else int(s.stratum), np.int64))
             start += n
     as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
     cat = np.concatenate
@@ -193,6 +198,7 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
         sample=cat(tok_sample), index=cat(tok_index), sequence=as_tensor(cat(tok_sample).astype(np.int64)),
         ref_logprobs=as_tensor(cat(tok_ref).astype(np.float32)) if with_ref else None,
         is_weights=as_tensor(cat(tok_weight).astype(np.float32)) if with_weights else None,
+        stratum=as_tensor(cat(tok_stratum)) if with_strata else None,
     )
 
 

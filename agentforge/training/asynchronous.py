@@ -183,3 +183,25 @@ def lag_metrics(samples: list[Any], owners: list[Any], version: int) -> dict[str
         for key, value in mismatch_metrics(learner, engine, masks).items():
             out[f"async/lag_{lag}/{key.split('/', 1)[1]}"] = value
     return out
+
+
+def mark_lags(samples: list[Any], owners: list[Any], version: int) -> None:
+    """Each sample's `stratum` = its turn's version lag, so the learner counts its clipped tokens per lag."""
+    for sample, owner in zip(samples, owners, strict=True):
+        info = getattr(owner, "info", None) or {}
+        if "learner_version" in info:
+            sample.stratum = max(0, version - int(info["learner_version"]))
+
+
+def lag_clip_fractions(learner_metrics: dict[str, float]) -> dict[str, float]:
+    """The learner's per-stratum clip counts (removed from `learner_metrics`) as `async/lag_<n>/clip_fraction`
+    (over every optimizer step of the update) and `async/lag_<n>/trained_tokens`."""
+    out: dict[str, float] = {}
+    prefix = "count/tokens_stratum_"
+    for key in [k for k in learner_metrics if k.startswith(prefix)]:
+        lag = key[len(prefix):]
+        tokens = learner_metrics.pop(key)
+        clipped = learner_metrics.pop(f"count/clipped_stratum_{lag}", 0.0)
+        out[f"async/lag_{lag}/clip_fraction"] = clipped / tokens if tokens else 0.0
+        out[f"async/lag_{lag}/trained_tokens"] = tokens
+    return out

@@ -40,7 +40,14 @@ from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
-from agentforge.training.asynchronous import PlayedBatch, RolloutProducer, lag_metrics, staleness
+from agentforge.training.asynchronous import (
+    PlayedBatch,
+    RolloutProducer,
+    lag_clip_fractions,
+    lag_metrics,
+    mark_lags,
+    staleness,
+)
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
 from agentforge.training.config import (
     learner_config_for_run,
@@ -244,6 +251,7 @@ class Trainer:
         prepare_metrics = self.learner.prepare(samples)  # old log-probs fixed (recompute), correction, reference
         if self.producer is not None:  # the staleness's cost: behaviour vs proximal policy, per version lag
             async_metrics.update(lag_metrics(samples, owners, iteration))
+            mark_lags(samples, owners, iteration)
         kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
         t_prepare = time.perf_counter() - t0
 
@@ -258,6 +266,7 @@ class Trainer:
             learner_metrics = self.learner.update(samples, prepared=True)
         else:  # e.g. dynamic sampling found no group with signal within its rounds
             learner_metrics = {"skipped": 1.0, "samples": 0.0, "tokens": 0.0}
+        async_metrics.update(lag_clip_fractions(learner_metrics))
         t_update = time.perf_counter() - t0 + t_prepare
 
         self._engine_wake()

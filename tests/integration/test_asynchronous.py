@@ -99,6 +99,13 @@ def test_asynchronous_grpo_learns_within_the_staleness_bound(ray_runtime, tmp_pa
     lagged = [r for r in rows if f"async/lag_{k}/mismatch_abs_mean" in r]
     assert lagged and all(r[f"async/lag_{k}/mismatch_abs_mean"] > 1e-4 for r in lagged)
     assert all(r["async/lag_0/mismatch_abs_mean"] < 1e-3 for r in rows if "async/lag_0/mismatch_abs_mean" in r)
+    # the learner's clip counts per lag cover every trained token (one optimizer step per update here)
+    for r in rows:
+        per_lag = {lag: r[f"async/lag_{lag}/trained_tokens"] for lag in range(k + 1)
+                   if f"async/lag_{lag}/trained_tokens" in r}
+        assert per_lag and sum(per_lag.values()) == r["train/tokens"], r
+        assert all(0.0 <= r[f"async/lag_{lag}/clip_fraction"] <= 1.0 for lag in per_lag)
+        assert not any(key.startswith("train/count/") for key in r)
 
 
 def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_runtime, tmp_path):

@@ -246,3 +246,19 @@ def test_shapes_must_align():
     x = torch.zeros(3)
     with pytest.raises(ValueError, match=r"mask has shape \(2,\) but logp has \(3,\)"):
         policy_objective(x, x, x, torch.ones(2, dtype=torch.bool), x.long(), VANILLA)
+
+
+# ------------------------------------------------------------------------------------------- clip counts per stratum
+
+
+def test_strata_count_clipped_tokens_of_each_stratum_apart():
+    # ratios 1.5 (clipped high for A > 0), 1.0, 0.5 (clipped low for A < 0), 1.0; strata 0, 0, 1, -1 (none)
+    logp = np.log([1.5, 1.0, 0.5, 1.0])
+    _, metrics, _ = run(logp, np.zeros(4), [1.0, 1.0, -1.0, 1.0], strata=torch.tensor([0, 0, 1, -1]))
+    assert metrics["count/tokens_stratum_0"] == 2 and metrics["count/clipped_stratum_0"] == 1
+    assert metrics["count/tokens_stratum_1"] == 1 and metrics["count/clipped_stratum_1"] == 1
+    assert not any(k.endswith("stratum_-1") for k in metrics)
+    assert metrics["clip_fraction"] == pytest.approx(0.5)  # the overall fraction is unchanged by strata
+    _, masked, _ = run(logp, np.zeros(4), [1.0, 1.0, -1.0, 1.0], mask=[False, True, True, True],
+                       strata=torch.tensor([0, 0, 1, -1]))
+    assert masked["count/tokens_stratum_0"] == 1 and masked["count/clipped_stratum_0"] == 0  # masked not counted

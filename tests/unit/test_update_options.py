@@ -168,6 +168,25 @@ def test_combine_steps_reports_each_epochs_clip_fraction():
     assert combine_steps(steps[:1]) == {k: v for k, v in steps[0].items() if k != "epoch"}
 
 
+def test_counts_add_up_over_steps_and_ranks_and_become_clip_fractions_per_lag():
+    from agentforge.learner.group import aggregate_rank_metrics
+    from agentforge.training.asynchronous import lag_clip_fractions
+
+    steps = [{"tokens": 10.0, "clip_fraction": 0.1, "epoch": 1.0, "count/tokens_stratum_1": 4.0,
+              "count/clipped_stratum_1": 1.0},
+             {"tokens": 10.0, "clip_fraction": 0.3, "epoch": 2.0, "count/tokens_stratum_1": 4.0,
+              "count/clipped_stratum_1": 3.0, "count/tokens_stratum_0": 6.0, "count/clipped_stratum_0": 0.0}]
+    out = combine_steps(steps)
+    assert out["count/tokens_stratum_1"] == 8.0 and out["count/clipped_stratum_1"] == 4.0
+    ranks = aggregate_rank_metrics([out, {"tokens": 5.0, "count/tokens_stratum_1": 2.0,
+                                          "count/clipped_stratum_1": 1.0}])
+    assert ranks["count/tokens_stratum_1"] == 10.0 and ranks["count/clipped_stratum_0"] == 0.0
+    lags = lag_clip_fractions(ranks)
+    assert lags == {"async/lag_0/clip_fraction": 0.0, "async/lag_0/trained_tokens": 6.0,
+                    "async/lag_1/clip_fraction": 0.5, "async/lag_1/trained_tokens": 10.0}
+    assert not any(k.startswith("count/") for k in ranks)  # moved out of the learner's metrics
+
+
 # -------------------------------------------------------------------------------------------------- config
 
 @pytest.mark.parametrize("values,message", [

@@ -41,6 +41,7 @@ def policy_objective(
     ref_logp: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     is_weights: torch.Tensor | None = None,
+    strata: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss and metrics over the tokens where `mask` is True.
 
@@ -48,10 +49,12 @@ def policy_objective(
     the whole mini-batch's denominators (see `aggregate`); None: this call is the whole batch. Metrics are means
     over this call's selected tokens: `pg_loss` (the token mean of ℓ), `clip_fraction` (PPO's two bounds),
     `clip_fraction_low`/`_high`/`_dual`, `approx_kl` (k3 between new and old), `logprob_abs_diff` (|logp − old|),
-    and when given `kl_ref` (the chosen estimator to the reference), `entropy`, `is_weight`.
+    and when given `kl_ref` (the chosen estimator to the reference), `entropy`, `is_weight`. `strata` (per token,
+    -1 for none) adds raw counts per stratum s ≥ 0, `count/clipped_stratum_<s>` and `count/tokens_stratum_<s>`:
+    counts, not means, so callers sum them over micro-batches, steps and ranks.
     """
     for name, tensor in (("old_logp", old_logp), ("advantages", advantages), ("mask", mask), ("seq", seq),
-                         ("ref_logp", ref_logp), ("entropy", entropy), ("is_weights", is_weights)):
+                         ("ref_logp", ref_logp), ("entropy", entropy), ("is_weights", is_weights), ("strata", strata)):
         if tensor is not None and tensor.shape != logp.shape:
             raise ValueError(f"{name} has shape {tuple(tensor.shape)} but logp has {tuple(logp.shape)}; pass one "
                              "value per token, aligned with logp")
@@ -102,4 +105,18 @@ def policy_objective(
             metrics["entropy"] = mean(ent)
         if weight is not None:
             metrics["is_weight"] = mean(weight)
+        if strata is not None and count:
+            metrics.update(stratum_clip_counts(pick(strata), either))
     return loss, metrics
+
+
+def stratum_clip_counts(strata: torch.Tensor, clipped: torch.Tensor | None) -> dict[str, float]:
+    """Clipped and total token counts per stratum s ≥ 0 (e.g. the version lag of asynchronous training)."""
+    out: dict[str, float] = {}
+    for s in (int(v) for v in strata.unique()):
+        if s < 0:
+            continue
+        members = strata == s
+        out[f"count/tokens_stratum_{s}"] = float(members.sum())
+        out[f"count/clipped_stratum_{s}"] = float((clipped & members).sum()) if clipped is not None else 0.0
+    return out
