@@ -122,6 +122,8 @@ def workload_kv_cache_gb(cfg: DictConfig, spec: ModelSpec) -> float:
 def build_pool(cfg: DictConfig) -> EnvPool:
     pool_cfg = plain(cfg.env_pool)
     kind = pool_cfg.pop("kind")
+    if cfg.env.name == "agent":  # an external agent drives its own env: no env workers to host
+        kind, pool_cfg = "local", {}
     return make_pool(kind, cfg.env.name, without_name(cfg.env), **pool_cfg)
 
 
@@ -140,3 +142,20 @@ def build_intervention(cfg: DictConfig) -> InterventionSpec | None:
 def build_rollout_context(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> RolloutContext:
     """What a rollout workflow plays with: the engine, the env pool, the env's prompt template, the agent config."""
     return RolloutContext(engine, pool, prompt_for(cfg.env.name), build_agent_config(cfg), build_intervention(cfg))
+
+
+def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:
+    """The rollout workflow for `purpose`: the algorithm's own, or for `env=agent` the gateway workflow with the
+    algorithm's rollout hooks (refused, with the reason, for an algorithm that needs to replay the env)."""
+    if cfg.env.name != "agent":
+        return algorithm.workflow(purpose)
+    from agentforge.algorithms.base import Algorithm
+    from agentforge.gateway.workflow import GatewayWorkflow
+
+    reason = type(algorithm).not_gateway
+    if reason is None and type(algorithm).workflow is not Algorithm.workflow:
+        reason = "it plays episodes with its own rollout workflow"
+    if reason:
+        raise ConfigError(f"algorithm {algorithm.name!r} cannot train an external agent (env=agent): {reason}; use "
+                          "grpo, gigpo, tjpo or t2po")
+    return GatewayWorkflow(without_name(cfg.env), algorithm.rollout_hooks(purpose), int(cfg.engine.max_model_len))

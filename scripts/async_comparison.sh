@@ -12,11 +12,11 @@ OUT=${1:-runs/async_comparison}
 ITERATIONS=${ITERATIONS:-10}
 mkdir -p "$OUT"
 BIN=.venv/bin
-export OMP_NUM_THREADS=1
 
-if [ ! -f "$OUT/sft/model/config.json" ]; then
-  "$BIN/agentforge" sft recipe=grpo_sokoban "hydra.run.dir=$OUT/sft" > "$OUT/sft.log" 2>&1
+if [ ! -f "$OUT/sft/model/config.json" ]; then  # the warm start on both cores (its time is not compared)
+  OMP_NUM_THREADS=2 "$BIN/agentforge" sft recipe=grpo_sokoban "hydra.run.dir=$OUT/sft" > "$OUT/sft.log" 2>&1
 fi
+export OMP_NUM_THREADS=1  # the learner's torch threads; the replica takes engine.replica_cpus=1
 COMMON="engine.replicas=1 engine.replica_cpus=1 learner.old_logprobs=recompute learner.rollout_correction.is_level=token"
 declare -A VARIANTS=(
   [sync]="trainer.asynchronous.max_staleness=0"

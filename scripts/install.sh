@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-cpu,dev,alfworld,scienceworld,strata,slurm}
+EXTRAS=${EXTRAS:-cpu,dev,alfworld,scienceworld,strata,slurm,gateway}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/pip"

@@ -45,6 +45,8 @@ class Algorithm:
     config_class: ClassVar[type] = AlgorithmConfig
     # why the algorithm cannot train asynchronously (trainer.asynchronous.max_staleness >= 1), or None when it can
     not_asynchronous: ClassVar[str | None] = None
+    # why the algorithm cannot train an external agent through the gateway (env=agent), or None when it can
+    not_gateway: ClassVar[str | None] = None
 
     def __init__(self, **options: Any) -> None:
         self.config = _build_config(self.config_class, options, self.name or type(self).__name__)

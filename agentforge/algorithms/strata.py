@@ -101,6 +101,9 @@ class StraTA(Algorithm):
     not_asynchronous = ("its two-level groups (N strategies × M rollouts) and the judgments' replay agreement are "
                         "computed over one iteration's whole rollout with one policy version; mixing versions "
                         "inside a strategy group is not defined by the paper (not built)")
+    not_gateway = ("it writes a strategy before the first turn and shows it in every action prompt, and scores "
+                   "judgments by replaying episodes in the env pool; an external agent owns its prompts and its "
+                   "env, so neither can be done")
     config_class = StraTAConfig
     config: StraTAConfig
 

@@ -94,6 +94,9 @@ class TrajEvolve(GiGPO):
     not_asynchronous = ("its necessity labels replay each trajectory in the env pool and its evolved turns are "
                         "scored by the engine after the rollout, both against the weights that sampled them; "
                         "with rollout ahead of the learner those weights are gone (not built)")
+    not_gateway = ("its necessity labels replay each trajectory's actions in the env pool and its evolved turns "
+                   "regenerate reasoning for a fixed action; an external agent's tools and env cannot be replayed "
+                   "by the trainer")
     config_class = TrajEvolveConfig
     config: TrajEvolveConfig
 

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
+from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, build_workflow
 from agentforge.evaluation.checkpoint_source import CheckpointSource, check_compatible, load_checkpoint_weights
 from agentforge.evaluation.settings import EvalSettings
 from agentforge.rollout.metrics import rollout_summary
@@ -92,7 +92,7 @@ class Evaluator:
                 self.engine.update_weights(load_checkpoint_weights(source, spec.path))
             self.pool = build_pool(cfg)
             self.ctx = build_rollout_context(cfg, self.engine, self.pool)
-            self.workflow = make_algorithm(cfg.algorithm).workflow("eval")
+            self.workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
         except BaseException:
             self.close()
             raise

@@ -14,6 +14,7 @@ from agentforge.builders import (
     build_model_spec,
     build_pool,
     build_rollout_context,
+    build_workflow,
     prepare_run_dir,
     without_name,
 )
@@ -51,7 +52,7 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
     pool = build_pool(cfg)
     try:
         ctx = build_rollout_context(cfg, engine, pool)
-        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
+        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
         sampler = TaskSampler(cfg.env.name, cfg.rollout.split, cfg.rollout.seed_offset)
         tasks = sampler.sample(cfg.rollout.num_tasks)
         total = len(tasks) * cfg.rollout.group_size

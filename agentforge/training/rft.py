@@ -110,6 +110,7 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         build_model_spec,
         build_pool,
         build_rollout_context,
+        build_workflow,
         plain,
         prepare_run_dir,
     )
@@ -131,7 +132,7 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
     tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
     try:
         ctx = build_rollout_context(cfg, engine, pool)
-        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
+        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
         console.print(f"[bold]rft[/] {cfg.rft.num_tasks} tasks x {cfg.rft.group_size} rollouts of {spec.name} on "
                       f"{cfg.env.name}, keeping {cfg.rft.score} >= {cfg.rft.threshold}")
         data = rft_dataset(cfg, ctx, workflow, _print_progress)

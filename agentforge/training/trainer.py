@@ -25,6 +25,7 @@ from agentforge.builders import (
     build_model_spec,
     build_pool,
     build_rollout_context,
+    build_workflow,
     plain,
     prepare_run_dir,
 )
@@ -123,8 +124,8 @@ class Trainer:
         self.eval_ctx = self.ctx.with_sampling(
             replace(self.ctx.config.sampling, temperature=float(self.tcfg.eval_temperature)))
         self.algorithm = make_algorithm(cfg.algorithm)
-        self.train_workflow = self.algorithm.workflow("train")
-        self.eval_workflow = self.algorithm.workflow("eval")
+        self.train_workflow = build_workflow(cfg, self.algorithm, "train")
+        self.eval_workflow = build_workflow(cfg, self.algorithm, "eval")
         self.eval_descriptors = eval_descriptor_names(str(cfg.env.name), self.algorithm)
         self.learner = Learner(self.spec.path, learner_cfg)
         if hasattr(self.engine, "weight_source"):  # engine replicas: a restarted one takes the current weights
@@ -332,7 +333,7 @@ class Trainer:
 
         started = time.perf_counter()
         callback = progress.rollout_callback("rft rollout") if progress else None
-        data = rft_dataset(self.cfg, self.ctx, self.algorithm.workflow("rollout"), callback)
+        data = rft_dataset(self.cfg, self.ctx, build_workflow(self.cfg, self.algorithm, "rollout"), callback)
         steps = rft_steps(self.cfg, len(data.kept))
         console.print(f"[bold]warm start (rft)[/]: kept {len(data.kept)} of {data.played} rollouts ({data.won} won), "
                       f"{steps} steps")

@@ -1,0 +1,62 @@
+"""The `agent` env kind: the options of an externally written agent (`env=agent env.entry=mypkg.agent:run`).
+
+It is not stepped like the other envs: the agent drives the episode and calls the model through the gateway
+(`agentforge.gateway.workflow`). The class holds the options (its constructor is the config schema, as for every
+env) and refuses to be stepped, naming why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentforge.envs.base import ENVS
+from agentforge.errors import ConfigError
+from agentforge.types import Observation, StepResult, Task
+
+AGENT_ENV = "agent"
+
+
+@ENVS.register(AGENT_ENV)
+class AgentEnv:
+    """Options of the gateway-driven env kind."""
+
+    replayable = False
+    replay_note = "an external agent drives the episode; its tools and choices cannot be replayed by the trainer"
+    option_help: ClassVar[dict[str, str]] = {
+        "entry": "the agent: `package.module:callable`, sync or async, called as (task, base_url, api_key) and "
+                 "returning a reward (float), a dict {reward, won?, info?}, or None (then `verifier` scores it)",
+        "task_env": "the env whose tasks the agent solves (its data; agents may build it for their tools)",
+        "task_env_options": "that env's options",
+        "verifier": "optional `package.module:callable` (task, final_text) -> reward, for agents that return None",
+        "timeout": "seconds an episode may take; past it the episode fails (counted) and the iteration goes on",
+        "max_calls": "model calls per episode; more are refused (HTTP 429)",
+        "batch_window_s": "how long the gateway gathers requests of other sessions before a generate call",
+        "host": "the gateway's address (127.0.0.1: this machine only)",
+        "port": "the gateway's port (0: a free one)",
+        "model_name": "the model id the gateway serves (/v1/models)",
+    }
+
+    def __init__(self, entry: str | None = None, task_env: str = "search_qa",
+                 task_env_options: dict[str, Any] | None = None, verifier: str | None = None, timeout: float = 300.0,
+                 max_calls: int = 16, batch_window_s: float = 0.05, host: str = "127.0.0.1", port: int = 0,
+                 model_name: str = "agentforge-policy") -> None:
+        if timeout <= 0:
+            raise ConfigError(f"agent env timeout={timeout}: must be > 0 seconds")
+        if max_calls < 1:
+            raise ConfigError(f"agent env max_calls={max_calls}: must be >= 1")
+        if batch_window_s < 0:
+            raise ConfigError(f"agent env batch_window_s={batch_window_s}: must be >= 0")
+        self.options = dict(entry=entry, task_env=task_env, task_env_options=dict(task_env_options or {}),
+                            verifier=verifier, timeout=timeout, max_calls=max_calls, batch_window_s=batch_window_s,
+                            host=host, port=port, model_name=model_name)
+
+    def reset(self, task: Task) -> Observation:
+        raise ConfigError("the `agent` env is played by its agent through the gateway, not stepped; it runs under "
+                          "the gateway workflow (agentforge train/rollout/eval pick it for env=agent)")
+
+    def step(self, action: str) -> StepResult:
+        return self.reset(Task(AGENT_ENV, 0))  # type: ignore[return-value]
+
+    def close(self) -> None:
+        pass
+

@@ -1,0 +1,133 @@
+"""Requests of all live sessions batched into the engine together.
+
+HTTP handlers submit (session, prompt ids, sampling) and wait on a future; one thread drains the queue: once a
+request is waiting it gathers more for at most `window_s`, and fires at once when every live session is waiting
+(no further request can come). Requests with equal sampling settings share one generate call. The algorithm's
+rollout hooks act on every call as on an env turn: its decoding intervention, and its review (a rejected reply is
+generated again from the same prompt and kept as a NOT_TRAINED span, as in the multi-turn workflow).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from agentforge.errors import AgentforgeError
+from agentforge.gateway.sessions import Session
+from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.workflow import RolloutContext
+from agentforge.types import Completion, LossRole, SamplingConfig, Span
+
+log = logging.getLogger("agentforge.gateway")
+
+
+@dataclass
+class PendingCall:
+    session: Session
+    prompt_ids: list[int]
+    sampling: SamplingConfig
+    future: Future = field(default_factory=Future)
+
+
+def sampling_key(sampling: SamplingConfig) -> tuple:
+    return (sampling.temperature, sampling.top_p, sampling.top_k, sampling.max_new_tokens, tuple(sampling.stop),
+            sampling.presence_penalty, sampling.repetition_penalty, sampling.uncertainty)
+
+
+class GenerationBatcher:
+    """One thread between the HTTP handlers and the engine. `context()` is the rollout context of the run being
+    played (train or eval: its engine, sampling and stats); `live()` how many sessions can still send requests."""
+
+    def __init__(self, context: Callable[[], RolloutContext], hooks: RolloutHooks, live: Callable[[], int],
+                 window_s: float) -> None:
+        self.context, self.hooks, self.live, self.window_s = context, hooks, live, float(window_s)
+        self._queue: list[PendingCall] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self.calls = 0  # generate calls made (batches), for the metrics
+        self._thread = threading.Thread(target=self._loop, name="agentforge-gateway-batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig) -> Future:
+        call = PendingCall(session, prompt_ids, sampling)
+        with self._cond:
+            if self._closed:
+                raise AgentforgeError("the gateway is closed")
+            self._queue.append(call)
+            self._cond.notify_all()
+        return call.future
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+
+    def _take(self) -> list[PendingCall] | None:
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return None
+            deadline = time.monotonic() + self.window_s
+            while len(self._queue) < self.live() and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            batch, self._queue = self._queue, []
+            return batch
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                for call in self._queue:
+                    call.future.set_exception(AgentforgeError("the gateway closed before this call was generated"))
+                return
+            groups: dict[tuple, list[PendingCall]] = {}
+            for call in batch:
+                groups.setdefault(sampling_key(call.sampling), []).append(call)
+            for calls in groups.values():
+                try:
+                    completions = self._generate_reviewed(calls)
+                except BaseException as exc:  # noqa: BLE001  (the handlers report it; the loop goes on)
+                    log.exception("gateway: a generate call failed")
+                    for call in calls:
+                        call.future.set_exception(exc)
+                    continue
+                for call, completion in zip(calls, completions, strict=True):
+                    call.future.set_result(completion)
+
+    def _generate_reviewed(self, calls: list[PendingCall]) -> list[Completion]:
+        ctx = self.context()
+        episodes = [c.session.episode for c in calls]
+        out: list[Completion | None] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for attempt in range(int(self.hooks.max_turn_attempts)):
+            specs = [self.hooks.turn_intervention(episodes[i], ctx) for i in pending]
+            self.calls += 1
+            completions = ctx.generate([calls[i].prompt_ids for i in pending], calls[0].sampling,
+                                       interventions=specs if any(s is not None for s in specs) else None,
+                                       keys=[episodes[i].slot for i in pending])
+            keep = list(self.hooks.review_turns([episodes[i] for i in pending], completions, attempt, ctx))
+            retry = []
+            for i, completion, kept in zip(pending, completions, keep, strict=True):
+                if kept:
+                    out[i] = completion
+                else:
+                    turn = len(episodes[i].trajectory.turns)
+                    episodes[i].trajectory.spans.append(Span.from_completion(
+                        completion, calls[i].prompt_ids, LossRole.NOT_TRAINED, "discarded_turn", turn_index=turn,
+                        attempt=attempt))
+                    retry.append(i)
+            ctx.stats.regenerated_turns += len(retry)
+            pending = retry
+            if not pending:
+                return [c for c in out if c is not None]
+        raise AgentforgeError(f"rollout hooks {self.hooks.name!r} rejected a model call {self.hooks.max_turn_attempts} "
+                              "times in a row")

@@ -1,0 +1,134 @@
+"""The HTTP server: OpenAI's API in front of the rollout engine, one session per episode.
+
+Routes (every one also under `/sessions/<id>`, which is how an unmodified client names its session: only its
+`base_url` changes; or send the header `X-Session-Id`):
+
+    POST /v1/chat/completions    messages, tools / tool_choice, max_tokens / max_completion_tokens, stop, logprobs
+    POST /v1/completions         prompt (text or token ids), max_tokens, stop, logprobs
+    GET  /v1/models              the policy being trained
+
+Bound to 127.0.0.1 on a free port by default, with a per-run bearer token (`Authorization: Bearer <token>`).
+Handlers run in a thread pool sized for every session at once, so calls of all sessions meet in the batcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from agentforge.errors import AgentforgeError
+from agentforge.gateway.calls import CallHandler
+from agentforge.gateway.errors import RequestError
+from agentforge.gateway.sessions import SessionRegistry
+
+log = logging.getLogger("agentforge.gateway")
+SESSION_HEADER = "x-session-id"
+
+
+class GatewayServer:
+    """uvicorn serving the gateway's FastAPI app in a daemon thread."""
+
+    def __init__(self, registry: SessionRegistry, handler: CallHandler, host: str = "127.0.0.1", port: int = 0,
+                 max_concurrency: int = 512) -> None:
+        self.registry, self.handler, self.host = registry, handler, host
+        self.token = secrets.token_urlsafe(24)
+        self.executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="agentforge-gateway")
+        self.requests = 0
+        self.errors = 0
+        self._server = self._build_server(port)
+        self._thread = threading.Thread(target=self._server.run, name="agentforge-gateway-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise AgentforgeError(f"the gateway could not listen on {host}:{port} (is the port taken? set "
+                                      "env.port=0 for a free one)")
+            time.sleep(0.01)
+        self.port = int(self._server.servers[0].sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def base_url(self, session_id: str) -> str:
+        return f"{self.url}/sessions/{session_id}/v1"
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -------------------------------------------------------------------------------------------------- app
+    def _build_server(self, port: int) -> Any:
+        # (FastAPI reads the handlers' annotations by name: Request must be a module-level import)
+        app = FastAPI(title="agentforge gateway", docs_url=None, redoc_url=None)
+
+        def error(exc: RequestError) -> JSONResponse:
+            self.errors += 1
+            return JSONResponse(exc.body(), status_code=exc.status)
+
+        async def serve(request: Request, session_id: str | None, method: str) -> JSONResponse:
+            self.requests += 1
+            try:
+                self._authorise(request)
+                sid = session_id or request.headers.get(SESSION_HEADER)
+                if not sid:
+                    raise RequestError("no session: use the base_url the agent was given (/sessions/<id>/v1) or "
+                                       f"send the header {SESSION_HEADER}", status=404, code="session_not_found")
+                session = self.registry.get(sid)
+                try:
+                    body = await request.json()
+                except ValueError:
+                    raise RequestError("the request body is not JSON") from None
+                if not isinstance(body, dict):
+                    raise RequestError("the request body must be a JSON object")
+                run = getattr(self.handler, method)
+                result = await asyncio.get_running_loop().run_in_executor(self.executor, run, session, body)
+                return JSONResponse(result)
+            except RequestError as exc:
+                return error(exc)
+            except Exception as exc:  # noqa: BLE001  (an OpenAI-style 500, never a dead server)
+                log.exception("gateway: request failed")
+                return error(RequestError(f"the gateway failed on this request: {type(exc).__name__}: {exc}",
+                                          status=500, kind="server_error"))
+
+        def models(request: Request) -> JSONResponse:
+            try:
+                self._authorise(request)
+            except RequestError as exc:
+                return error(exc)
+            return JSONResponse({"object": "list", "data": [{"id": self.handler.model_name, "object": "model",
+                                                              "created": 0, "owned_by": "agentforge"}]})
+
+        for prefix in ("", "/sessions/{session_id}"):
+            app.add_api_route(f"{prefix}/v1/models", models, methods=["GET"])
+
+        async def chat(request: Request, session_id: str | None = None) -> JSONResponse:
+            return await serve(request, session_id, "chat")
+
+        async def completions(request: Request, session_id: str | None = None) -> JSONResponse:
+            return await serve(request, session_id, "completion")
+
+        for prefix in ("", "/sessions/{session_id}"):
+            app.add_api_route(f"{prefix}/v1/chat/completions", chat, methods=["POST"])
+            app.add_api_route(f"{prefix}/v1/completions", completions, methods=["POST"])
+        config = uvicorn.Config(app, host=self.host, port=port, log_level="warning", access_log=False,
+                                lifespan="off", timeout_keep_alive=30)
+        server = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # the trainer owns SIGTERM/SIGUSR1 (checkpoint and exit)
+        return server
+
+    def _authorise(self, request: Any) -> None:
+        header = request.headers.get("authorization", "")
+        if not secrets.compare_digest(header.encode(), f"Bearer {self.token}".encode()):
+            raise RequestError("missing or wrong bearer token: use the api_key the agent was given", status=401,
+                               kind="authentication_error", code="invalid_api_key")

@@ -1,0 +1,258 @@
+"""The OpenAI-compatible gateway with the real parts: the tiny model in vLLM, the real HTTP server (FastAPI/uvicorn),
+the real `openai` client inside the example agent, the search-QA env behind its tools, the DeepSpeed learner.
+
+A slot-fill intervention makes the untrained tiny model write a Hermes tool call (`<tool_call>{"name": "search",
+"arguments": {"query": "` + 2 sampled tokens + `"}}</tool_call>`), so every session is a multi-call, tool-using
+conversation whose later requests repeat the earlier replies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from omegaconf import open_dict
+
+from agentforge.algorithms import make_algorithm
+from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, build_workflow
+from agentforge.config import compose_config
+from agentforge.errors import ConfigError
+from agentforge.learner.batch import TurnSample
+from agentforge.tasks import TaskSampler
+
+pytestmark = pytest.mark.integration
+
+OPENAI_AGENT = "agentforge.gateway.examples.openai_search:run"
+TINY = ["model=tiny", "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "logger.wandb=false",
+        "env_pool.kind=local", "agent.sampling.max_new_tokens=40"]
+
+
+def tool_call_scaffold(tokenizer: Any) -> dict[str, Any]:
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    return {"kind": "slot_fill", "params": {
+        "prefix": encode('<tool_call>\n{"name": "search", "arguments": {"query": "'), "free": 2,
+        "suffix": [*encode('"}}\n</tool_call>'), tokenizer.eos_token_id]}}
+
+
+def gateway_config(tmp_path, tokenizer, entry: str, *overrides: str, scaffold: bool = True) -> Any:
+    cfg = compose_config(["recipe=debug", "command=rollout", "env=agent", f"env.entry={entry}", *TINY, *overrides],
+                         run_dir=str(tmp_path))
+    if scaffold:
+        with open_dict(cfg):
+            cfg.agent.intervention = tool_call_scaffold(tokenizer)
+    return cfg
+
+
+class Played:
+    """A real rollout through the gateway, with every engine call recorded (prompt ids → the completion)."""
+
+    def __init__(self, cfg: Any, tasks: int = 2, group: int = 2) -> None:
+        self.engine = build_engine(cfg, build_model_spec(cfg))
+        self.pool = build_pool(cfg)
+        self.ctx = build_rollout_context(cfg, self.engine, self.pool)
+        self.workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
+        self.sampled: dict[tuple[int, ...], list[Any]] = {}  # a group's sessions share their first prompt
+        self.batch_sizes: list[int] = []
+        generate = self.engine.generate
+
+        def recording(prompts, sampling, interventions=None, **kw):
+            out = generate(prompts, sampling, interventions, **kw)
+            self.batch_sizes.append(len(prompts))
+            for prompt, completion in zip(prompts, out, strict=True):
+                self.sampled.setdefault(tuple(prompt), []).append(completion)
+            return out
+
+        self.engine.generate = recording
+        self.tasks = TaskSampler("agent", "train").sample(tasks)
+        self.group = group
+
+    def run(self) -> Any:
+        return self.workflow.run(self.ctx, self.tasks, self.group)
+
+    def close(self) -> None:
+        self.workflow.close()
+        self.pool.close()
+
+
+def test_every_trained_token_is_the_engines_sampled_token_over_multi_call_tool_sessions(tmp_path, tiny_tokenizer):
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, OPENAI_AGENT), tasks=2, group=2)
+    try:
+        result = played.run()
+    finally:
+        played.close()
+    trajectories = [t for g in result.groups for t in g.trajectories]
+    assert len(trajectories) == 4 and result.metrics["agent/failed_episodes"] == 0
+    assert max(len(t.turns) for t in trajectories) >= 3, [len(t.turns) for t in trajectories]  # multi-call sessions
+    assert sum(t.info["tool_calls"] != [] for tr in trajectories for t in tr.turns) >= 6  # tools really called
+    assert max(played.batch_sizes) >= 2  # calls of different sessions shared a generate call
+    for trajectory in trajectories:
+        previous = None
+        for k, turn in enumerate(trajectory.turns):
+            candidates = played.sampled[tuple(turn.prompt_ids)]  # the engine ran exactly this prompt
+            completion = next(c for c in candidates if c.token_ids == turn.response_ids)  # and sampled this reply
+            candidates.remove(completion)  # once
+            assert turn.logprobs == completion.logprobs
+            sample = TurnSample.from_turn(turn, advantage=1.0)
+            trained = [int(t) for t, m in zip(sample.input_ids, sample.loss_mask, strict=True) if m]
+            assert trained == [t for t, forced in zip(completion.token_ids, completion.forced_mask, strict=True)
+                               if not forced]  # every trained id is a sampled id, in order
+            assert turn.info["reencoded"] is None  # the client repeated its history: nothing re-encoded
+            if previous is not None:  # the earlier call's prompt and sampled reply, as ids, open this prompt
+                assert turn.info["extends_call"] == k - 1
+                head = [*previous.prompt_ids, *previous.response_ids]
+                assert turn.prompt_ids[:len(head)] == head
+            previous = turn
+    assert all(t.turns[-1].done for t in trajectories)
+
+
+# ------------------------------------------------------------------------------------------ HTTP, bad input
+
+PROBES: dict[str, Any] = {}
+
+
+def probe_agent(task: Any, base_url: str, api_key: str) -> float:
+    """A sync agent speaking raw HTTP: every malformed request, then good ones, an edited history, completions."""
+    auth = {"Authorization": f"Bearer {api_key}"}
+    chat = f"{base_url}/chat/completions"
+    messages = [{"role": "user", "content": "Say something."}]
+    with httpx.Client(timeout=60) as http:
+        def post(url: str, body: Any, headers: dict[str, str] | None = None, raw: bool = False) -> httpx.Response:
+            if raw:
+                return http.post(url, content=body, headers=headers if headers is not None else auth)
+            return http.post(url, json=body, headers=headers if headers is not None else auth)
+
+        out = {
+            "no_token": post(chat, {"messages": messages}, headers={}),
+            "unknown_session": post(chat.replace(task.session_id, "ep999-nope"), {"messages": messages}),
+            "n2": post(chat, {"messages": messages, "n": 2}),
+            "stream": post(chat, {"messages": messages, "stream": True}),
+            "bad_schema": post(chat, {"messages": messages, "tools": [
+                {"type": "function", "function": {"name": "f", "parameters": {"type": "nonsense"}}}]}),
+            "not_json": post(chat, b"{not json", raw=True),
+            "no_messages": post(chat, {"messages": []}),
+            "models": http.get(f"{base_url}/models", headers=auth),
+        }
+        first = post(chat, {"messages": messages, "max_tokens": 5, "logprobs": True})
+        reply = first.json()["choices"][0]["message"]
+        edited = [*messages, {"role": "assistant", "content": "not what the model said"},
+                  {"role": "user", "content": "Again."}]
+        out["first"], out["edited"] = first, post(chat, {"messages": edited, "max_tokens": 5})
+        out["repeated"] = post(chat, {"messages": [*messages, reply, {"role": "user", "content": "More."}],
+                                      "max_tokens": 5})
+        out["completion"] = post(f"{base_url}/completions", {"prompt": [1, 2, 3], "max_tokens": 4})
+    PROBES[task.session_id] = {k: (r.status_code, r.json()) for k, r in out.items()}
+    PROBES[task.session_id]["base_url"] = base_url
+    PROBES[task.session_id]["api_key"] = api_key
+    return 1.0
+
+
+def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_path, tiny_tokenizer):
+    PROBES.clear()
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:probe_agent", scaffold=False),
+                    tasks=1, group=2)
+    try:
+        result = played.run()
+        sid, probe = next(iter(PROBES.items()))
+        late = httpx.post(f"{probe['base_url']}/chat/completions", timeout=30,
+                          json={"messages": [{"role": "user", "content": "hi"}]},
+                          headers={"Authorization": f"Bearer {probe['api_key']}"})
+    finally:
+        played.close()
+    expected = {"no_token": (401, "authentication_error", None),
+                "unknown_session": (404, "invalid_request_error", None),
+                "n2": (400, "invalid_request_error", "n"), "stream": (400, "invalid_request_error", "stream"),
+                "bad_schema": (400, "invalid_request_error", "tools[0].function.parameters"),
+                "not_json": (400, "invalid_request_error", None), "no_messages": (400, "invalid_request_error",
+                                                                                   "messages")}
+    for name, (status, kind, param) in expected.items():
+        code, body = probe[name]
+        assert code == status and body["error"]["type"] == kind, (name, body)
+        assert param is None or body["error"]["param"] == param, (name, body)
+        assert len(body["error"]["message"]) > 20  # names the problem and the fix
+    assert "set n=1" in probe["n2"][1]["error"]["message"] and "stream=false" in probe["stream"][1]["error"]["message"]
+    assert probe["models"][1]["data"][0]["id"] == "agentforge-policy"
+    first = probe["first"][1]
+    assert probe["first"][0] == 200 and first["object"] == "chat.completion"
+    assert len(first["choices"][0]["logprobs"]["content"]) == first["usage"]["completion_tokens"] <= 5
+    assert probe["edited"][0] == 200 and probe["repeated"][0] == 200 and probe["completion"][0] == 200
+    assert late.status_code == 409 and late.json()["error"]["code"] == "session_ended"
+    turns = next(t for g in result.groups for t in g.trajectories if t.meta["session"] == sid).turns
+    assert [t.info["reencoded"] is not None for t in turns] == [False, True, False, False]  # only the edited one
+    assert "edited" in turns[1].info["reencoded"] and turns[2].info["extends_call"] == 0
+    assert turns[3].prompt_ids == [1, 2, 3]  # completions take token ids as they are
+    assert result.metrics["agent/reencoded_calls"] == 2 and result.metrics["agent/failed_episodes"] == 0
+
+
+# ------------------------------------------------------------------------------------------------- faults
+
+async def faulty_agent(task: Any, base_url: str, api_key: str) -> float:
+    """Rollout 0 raises, 1 hangs past the timeout, 2 never calls the model, 3 makes one call and is paid."""
+    from openai import AsyncOpenAI
+
+    if task.rollout_index == 0:
+        raise RuntimeError("the agent's own bug")
+    if task.rollout_index == 1:
+        await asyncio.sleep(60)
+    if task.rollout_index == 2:
+        return 1.0
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    await client.chat.completions.create(model="agentforge-policy", messages=[{"role": "user", "content": "hi"}],
+                                         max_tokens=4)
+    await client.close()
+    return 1.0
+
+
+def test_agents_that_raise_hang_or_never_call_fail_their_episode_only(tmp_path, tiny_tokenizer):
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:faulty_agent", "env.timeout=3",
+                                   scaffold=False), tasks=1, group=4)
+    started = time.monotonic()
+    try:
+        result = played.run()
+    finally:
+        played.close()
+    assert time.monotonic() - started < 45  # the hung agent did not hold the iteration
+    m = result.metrics
+    counts = (m["agent/failed_episodes"], m["agent/raised"], m["agent/timeouts"], m["agent/no_model_calls"])
+    assert counts == (3, 1, 1, 1)
+    by_index = {t.rollout_index: t for t in result.groups[0].trajectories}
+    assert "the agent's own bug" in by_index[0].meta["agent_error"]  # the exception text is kept
+    assert "timeout" in by_index[1].meta["agent_error"] and by_index[2].meta["agent_outcome"] == "no_model_calls"
+    assert by_index[3].won and by_index[3].turns[-1].reward == 1.0 and by_index[3].episode_return == 1.0
+
+
+# ----------------------------------------------------------------------------------------------- training
+
+def test_algorithms_that_replay_the_env_are_refused(tmp_path, tiny_tokenizer):
+    for algorithm in ("strata", "trajevolve"):
+        cfg = gateway_config(tmp_path, tiny_tokenizer, OPENAI_AGENT, f"algorithm={algorithm}", scaffold=False)
+        with pytest.raises(ConfigError, match=f"algorithm '{algorithm}' cannot train an external agent"):
+            build_workflow(cfg, make_algorithm(cfg.algorithm), "train")
+    with pytest.raises(ConfigError, match="env.entry must be `package.module:callable`"):
+        build_workflow(gateway_config(tmp_path, tiny_tokenizer, "no_colon", scaffold=False),
+                       make_algorithm("grpo"), "train")
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "gigpo", "t2po"])
+def test_training_through_the_gateway(tmp_path, tiny_tokenizer, algorithm):
+    from agentforge.training.trainer import Trainer
+
+    cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
+                          f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
+                          "trainer.group_size=2", "trainer.eval_before=false", "trainer.eval_every=0",
+                          "trainer.checkpoint_every=0", "learner.lr=1e-3"], run_dir=str(tmp_path))
+    with open_dict(cfg):
+        cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
+    Trainer(cfg).fit()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "train/samples" in r]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["train/agent/model_calls"] == r["train/samples"] > 4  # every model call became one trained turn
+        assert r["train/agent/failed_episodes"] == 0 and r["train/skipped"] == 0
+    import gzip
+
+    saved = gzip.decompress((tmp_path / "trajectories" / "iter_00002.jsonl.gz").read_bytes()).decode()
+    assert '"tool_calls"' in saved and '"session"' in saved  # the episodes, for `agentforge view`
