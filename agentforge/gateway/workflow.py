@@ -44,8 +44,9 @@ class EpisodeOutcome:
     """What one agent run ended with."""
 
     def __init__(self, reward: float = 0.0, won: bool | None = None, info: dict[str, Any] | None = None,
-                 error: str | None = None, kind: str = "ok") -> None:
+                 error: str | None = None, kind: str = "ok", summary: str | None = None) -> None:
         self.reward, self.won, self.info, self.error, self.kind = float(reward), won, dict(info or {}), error, kind
+        self.summary = summary or error  # one line for the log (error: the whole traceback)
 
 
 def read_result(result: Any) -> EpisodeOutcome | None:
@@ -146,7 +147,8 @@ class GatewayWorkflow(RolloutWorkflow):
                     outcome = EpisodeOutcome(error=f"the agent ran past env.timeout={timeout:g}s",
                                              kind="timeout")
                 except Exception as exc:  # noqa: BLE001  (an agent's failure is its episode's, not the run's)
-                    outcome = EpisodeOutcome(error="".join(traceback.format_exception(exc)).strip(), kind="raised")
+                    outcome = EpisodeOutcome(error="".join(traceback.format_exception(exc)).strip(), kind="raised",
+                                             summary=f"{type(exc).__name__}: {exc}")
                 self.registry.end(session, "its agent returned" if outcome.kind == "ok" else outcome.kind)
                 finished += 1
                 if on_progress is not None:
@@ -196,7 +198,7 @@ class GatewayWorkflow(RolloutWorkflow):
                 trajectory.meta["agent_error"] = outcome.error
                 trajectory.meta["agent_outcome"] = outcome.kind
                 log.warning("episode %s (%s) failed: %s", session.id, trajectory.task.describe(),
-                            (outcome.error or "").splitlines()[-1] if outcome.error else outcome.kind)
+                            (outcome.summary or outcome.kind).splitlines()[0][:300])
             elif turns:
                 turns[-1].reward += outcome.reward + float(trajectory.meta.pop("early_reward", 0.0))
                 turns[-1].env_reward += outcome.reward

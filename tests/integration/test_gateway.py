@@ -26,6 +26,8 @@ from agentforge.tasks import TaskSampler
 pytestmark = pytest.mark.integration
 
 OPENAI_AGENT = "agentforge.gateway.examples.openai_search:run"
+LANGGRAPH_AGENT = "agentforge.gateway.examples.langgraph_search:run"
+MCP_AGENT = "agentforge.gateway.examples.mcp_search:run"
 TINY = ["model=tiny", "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "logger.wandb=false",
         "env_pool.kind=local", "agent.sampling.max_new_tokens=40"]
 
@@ -235,24 +237,33 @@ def test_algorithms_that_replay_the_env_are_refused(tmp_path, tiny_tokenizer):
                        make_algorithm("grpo"), "train")
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "gigpo", "t2po"])
-def test_training_through_the_gateway(tmp_path, tiny_tokenizer, algorithm):
+@pytest.mark.parametrize("agent,algorithm", [(OPENAI_AGENT, "grpo"), (OPENAI_AGENT, "gigpo"), (OPENAI_AGENT, "t2po"),
+                                             (LANGGRAPH_AGENT, "grpo"), (MCP_AGENT, "grpo")],
+                         ids=["openai-grpo", "openai-gigpo", "openai-t2po", "langgraph-grpo", "mcp-grpo"])
+def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm):
+    """Each example agent, unchanged, trained for 2 iterations; GiGPO groups calls by their rendered observation,
+    T2PO's token-level intervention and uncertainty act on every model call."""
     from agentforge.training.trainer import Trainer
 
-    cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
+    cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={agent}", *TINY,
                           f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
                           "trainer.group_size=2", "trainer.eval_before=false", "trainer.eval_every=0",
                           "trainer.checkpoint_every=0", "learner.lr=1e-3"], run_dir=str(tmp_path))
-    with open_dict(cfg):
-        cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
+    if algorithm != "t2po":  # T2PO brings its own intervention (TTI), one per turn
+        with open_dict(cfg):
+            cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
     Trainer(cfg).fit()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "train/samples" in r]
     assert len(rows) == 2
     for r in rows:
-        assert r["train/agent/model_calls"] == r["train/samples"] > 4  # every model call became one trained turn
+        assert r["train/agent/model_calls"] == r["train/samples"] >= 4  # every model call became one trained turn
         assert r["train/agent/failed_episodes"] == 0 and r["train/skipped"] == 0
     import gzip
 
     saved = gzip.decompress((tmp_path / "trajectories" / "iter_00002.jsonl.gz").read_bytes()).decode()
     assert '"tool_calls"' in saved and '"session"' in saved  # the episodes, for `agentforge view`
+    if algorithm != "t2po":
+        assert sum(r["train/agent/model_calls"] for r in rows) > 8  # multi-call sessions
+    if agent == MCP_AGENT:  # the MCP server's search results reached the model
+        assert "Doc 1(Title:" in saved
