@@ -30,7 +30,8 @@ class AgentEnv:
         "verifier": "optional `package.module:callable` (task, final_text) -> reward, for agents that return None",
         "timeout": "seconds an episode may take; past it the episode fails (counted) and the iteration goes on",
         "max_calls": "model calls per episode; more are refused (HTTP 429)",
-        "batch_window_s": "how long the gateway gathers requests of other sessions before a generate call",
+        "batch_window_s": "gap timeout: requests arriving within this of each other share a generate call "
+                          "(at most 20 windows; at once when every live session waits)",
         "host": "the gateway's address (127.0.0.1: this machine only)",
         "port": "the gateway's port (0: a free one)",
         "model_name": "the model id the gateway serves (/v1/models)",
@@ -38,7 +39,7 @@ class AgentEnv:
 
     def __init__(self, entry: str | None = None, task_env: str = "search_qa",
                  task_env_options: dict[str, Any] | None = None, verifier: str | None = None, timeout: float = 300.0,
-                 max_calls: int = 16, batch_window_s: float = 0.05, host: str = "127.0.0.1", port: int = 0,
+                 max_calls: int = 16, batch_window_s: float = 0.2, host: str = "127.0.0.1", port: int = 0,
                  model_name: str = "agentforge-policy") -> None:
         if timeout <= 0:
             raise ConfigError(f"agent env timeout={timeout}: must be > 0 seconds")

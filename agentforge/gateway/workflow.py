@@ -81,7 +81,7 @@ class GatewayWorkflow(RolloutWorkflow):
     def _ensure_gateway(self, ctx: RolloutContext) -> GatewayServer:
         if self.server is None:
             self.batcher = GenerationBatcher(lambda: self._ctx, self.hooks, self.registry.live,
-                                             float(self.options.get("batch_window_s", 0.05)))
+                                             float(self.options.get("batch_window_s", 0.2)))
             handler = CallHandler(ChatRenderer(ctx.tokenizer), self.batcher,
                                   lambda: self.hooks.turn_sampling(self._ctx), self.max_model_len,
                                   str(self.options.get("model_name", "agentforge-policy")))
@@ -109,10 +109,12 @@ class GatewayWorkflow(RolloutWorkflow):
                                                    meta=dict(plan.meta)), Observation("", anchor=""))
                     for slot, plan in enumerate(plans)]
         sessions = [self.registry.open(e, int(self.options.get("max_calls", 16))) for e in episodes]
+        batches_before = self.batcher.calls if self.batcher else 0
         outcomes = asyncio.run(self._run_agents(server, sessions, on_progress, ctx))
         for session in sessions:
             self.registry.end(session, "its episode ended")
         metrics = self._finish(episodes, sessions, outcomes)
+        metrics["agent/generate_calls"] = float(self.batcher.calls - batches_before) if self.batcher else 0.0
         for episode in episodes:
             episode.done = True
         self.hooks.after_episodes(episodes, ctx)
