@@ -116,7 +116,8 @@ class Trainer:
                       f"{cfg.engine.name} · run dir {self.run_dir}")
         self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
         seed_everything(int(cfg.seed))
-        if cfg.env_pool.kind == "ray" or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
+        ray_pool = cfg.env_pool.kind == "ray" and cfg.env.name != "agent"  # env=agent hosts no env workers
+        if ray_pool or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
             ensure_ray()
             start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
         self.pool = build_pool(cfg)
@@ -460,7 +461,9 @@ class Trainer:
     def close(self) -> None:
         if self.producer is not None:
             self.producer.stop()
-        for closer in (self.tracker.close, self.learner.close, self.pool.close, self.engine.close):
+        workflows = [getattr(w, "close", None) for w in (self.train_workflow, self.eval_workflow)]  # gateways
+        for closer in (*[c for c in workflows if c], self.tracker.close, self.learner.close, self.pool.close,
+                       self.engine.close):
             try:
                 closer()
             except Exception as error:  # closing must not hide the real error
