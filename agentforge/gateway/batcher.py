@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from agentforge.errors import AgentforgeError
 from agentforge.gateway.sessions import Session
 from agentforge.rollout.hooks import RolloutHooks
+from agentforge.rollout.turns import generate_reviewed
 from agentforge.rollout.workflow import RolloutContext
-from agentforge.types import Completion, LossRole, SamplingConfig, Span
+from agentforge.types import Completion, SamplingConfig
 
 log = logging.getLogger("agentforge.gateway")
 MAX_WAIT_WINDOWS = 20  # the longest a waiting request is held for others: this many windows
@@ -52,7 +53,6 @@ class GenerationBatcher:
         self._cond = threading.Condition()
         self._closed = False
         self._last_arrival = 0.0
-        self.calls = 0  # generate calls made (batches), for the metrics
         self._thread = threading.Thread(target=self._loop, name="agentforge-gateway-batcher", daemon=True)
         self._thread.start()
 
@@ -110,30 +110,6 @@ class GenerationBatcher:
                     call.future.set_result(completion)
 
     def _generate_reviewed(self, calls: list[PendingCall]) -> list[Completion]:
-        ctx = self.context()
         episodes = [c.session.episode for c in calls]
-        out: list[Completion | None] = [None] * len(calls)
-        pending = list(range(len(calls)))
-        for attempt in range(int(self.hooks.max_turn_attempts)):
-            specs = [self.hooks.turn_intervention(episodes[i], ctx) for i in pending]
-            self.calls += 1
-            completions = ctx.generate([calls[i].prompt_ids for i in pending], calls[0].sampling,
-                                       interventions=specs if any(s is not None for s in specs) else None,
-                                       keys=[episodes[i].slot for i in pending])
-            keep = list(self.hooks.review_turns([episodes[i] for i in pending], completions, attempt, ctx))
-            retry = []
-            for i, completion, kept in zip(pending, completions, keep, strict=True):
-                if kept:
-                    out[i] = completion
-                else:
-                    turn = len(episodes[i].trajectory.turns)
-                    episodes[i].trajectory.spans.append(Span.from_completion(
-                        completion, calls[i].prompt_ids, LossRole.NOT_TRAINED, "discarded_turn", turn_index=turn,
-                        attempt=attempt))
-                    retry.append(i)
-            ctx.stats.regenerated_turns += len(retry)
-            pending = retry
-            if not pending:
-                return [c for c in out if c is not None]
-        raise AgentforgeError(f"rollout hooks {self.hooks.name!r} rejected a model call {self.hooks.max_turn_attempts} "
-                              "times in a row")
+        return generate_reviewed(self.hooks, self.context(), episodes, [c.prompt_ids for c in calls],
+                                 calls[0].sampling, [len(e.trajectory.turns) for e in episodes])

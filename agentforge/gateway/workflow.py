@@ -109,12 +109,11 @@ class GatewayWorkflow(RolloutWorkflow):
                                                    meta=dict(plan.meta)), Observation("", anchor=""))
                     for slot, plan in enumerate(plans)]
         sessions = [self.registry.open(e, int(self.options.get("max_calls", 16))) for e in episodes]
-        batches_before = self.batcher.calls if self.batcher else 0
         outcomes = asyncio.run(self._run_agents(server, sessions, on_progress, ctx))
         for session in sessions:
             self.registry.end(session, "its episode ended")
         metrics = self._finish(episodes, sessions, outcomes)
-        metrics["agent/generate_calls"] = float(self.batcher.calls - batches_before) if self.batcher else 0.0
+        metrics["agent/generate_calls"] = float(ctx.stats.generate_calls)
         for episode in episodes:
             episode.done = True
         self.hooks.after_episodes(episodes, ctx)

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 from agentforge.agent.prompts import HistoryEntry
 from agentforge.envs.replay import ReplayResult
-from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.errors import ConfigError
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.per_episode import PerEpisodeScheduler
-from agentforge.rollout.turns import parse_turn, record_turn
+from agentforge.rollout.turns import generate_reviewed, parse_turn, record_turn
 from agentforge.rollout.workflow import (
     Episode,
     EpisodePlan,
@@ -26,7 +26,7 @@ from agentforge.rollout.workflow import (
     RolloutResult,
     RolloutWorkflow,
 )
-from agentforge.types import Completion, Group, LossRole, Span, Task, Trajectory
+from agentforge.types import Group, Task, Trajectory
 
 
 class MultiTurnWorkflow(RolloutWorkflow):
@@ -99,7 +99,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
     # ------------------------------------------------------------------------------------------------ turns
     def _play_turn(self, ctx: RolloutContext, active: list[Episode], step: int) -> None:
         prompts = [ctx.render(e, step) for e in active]
-        completions = self._generate_reviewed(ctx, active, prompts, step)
+        completions = generate_reviewed(self.hooks, ctx, active, prompts, self.hooks.turn_sampling(ctx),
+                                        [step - 1] * len(active))
         ctx.stats.turns += len(active)
         parsed = [parse_turn(ctx, episode, completion) for episode, completion in zip(active, completions, strict=True)]
         actions = {episode.slot: action for episode, (_, action) in zip(active, parsed, strict=True) if action}
@@ -111,41 +112,6 @@ class MultiTurnWorkflow(RolloutWorkflow):
 
         for episode, prompt_ids, completion, (result, _) in zip(active, prompts, completions, parsed, strict=True):
             record_turn(ctx, episode, prompt_ids, completion, result, results.get(episode.slot), step)
-
-    def _generate_reviewed(self, ctx: RolloutContext, active: list[Episode], prompts: list[list[int]],
-                           step: int) -> list[Completion]:
-        """Generate the turn for every active episode; turns the hooks reject are generated again from the same
-        prompt (the rejected attempt is kept as a NOT_TRAINED span), at most `hooks.max_turn_attempts` times."""
-        out: list[Completion | None] = [None] * len(active)
-        pending = list(range(len(active)))
-        limit = int(self.hooks.max_turn_attempts)
-        for attempt in range(limit):
-            batch = [active[i] for i in pending]
-            specs = [self.hooks.turn_intervention(e, ctx) for e in batch]
-            interventions = specs if any(s is not None for s in specs) else None
-            completions = ctx.generate([prompts[i] for i in pending], self.hooks.turn_sampling(ctx),
-                                       interventions=interventions, keys=[e.slot for e in batch])
-            keep = list(self.hooks.review_turns(batch, completions, attempt, ctx))
-            if len(keep) != len(batch):
-                raise AgentforgeError(f"rollout hooks {self.hooks.name!r}: review_turns returned {len(keep)} "
-                                      f"decisions for {len(batch)} turns; return one bool per turn")
-            retry = []
-            for i, completion, kept in zip(pending, completions, keep, strict=True):
-                if kept:
-                    out[i] = completion
-                else:
-                    active[i].trajectory.spans.append(Span.from_completion(
-                        completion, prompts[i], LossRole.NOT_TRAINED, "discarded_turn", turn_index=step - 1,
-                        attempt=attempt))
-                    retry.append(i)
-            ctx.stats.regenerated_turns += len(retry)
-            pending = retry
-            if not pending:
-                return [c for c in out if c is not None]
-        raise AgentforgeError(f"rollout hooks {self.hooks.name!r} rejected turn {step} of {len(pending)} episode(s) "
-                              f"{limit} times in a row; a review must accept a turn after a bounded number "
-                              "of attempts (e.g. T2PO's max_try)")
-
 
 def prefix_history(start: ReplayResult) -> list[HistoryEntry]:
     """The history window's entries for replayed prefix steps: the observation each action was taken in."""

@@ -1,14 +1,57 @@
-"""One env turn of an episode, shared by both schedules: parse the completion into an action, then record the turn
-exactly as the engine produced it (token ids, log-probs, forced mask) with the env's outcome."""
+"""One turn of an episode, shared by the schedules and the gateway: generate it under the hooks' review, parse the
+completion into an action, then record the turn exactly as the engine produced it (token ids, log-probs, forced
+mask) with the env's outcome."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from agentforge.agent.parsing import ParsedResponse, parse_response, think_token_count
 from agentforge.agent.prompts import HistoryEntry
+from agentforge.errors import AgentforgeError
 from agentforge.rollout.workflow import Episode, RolloutContext
-from agentforge.types import Completion, LossRole, StepResult, Turn
+from agentforge.types import Completion, LossRole, SamplingConfig, Span, StepResult, Turn
+
+if TYPE_CHECKING:
+    from agentforge.rollout.hooks import RolloutHooks
+
+
+def generate_reviewed(hooks: RolloutHooks, ctx: RolloutContext, episodes: Sequence[Episode],
+                      prompts: Sequence[list[int]], sampling: SamplingConfig,
+                      turn_indices: Sequence[int]) -> list[Completion]:
+    """One generation per episode (batched), under the hooks: each episode's decoding intervention, then the review;
+    a rejected turn is generated again from the same prompt (the rejected attempt kept as a NOT_TRAINED span at
+    `turn_indices[i]`), at most `hooks.max_turn_attempts` times."""
+    out: list[Completion | None] = [None] * len(episodes)
+    pending = list(range(len(episodes)))
+    limit = int(hooks.max_turn_attempts)
+    for attempt in range(limit):
+        batch = [episodes[i] for i in pending]
+        specs = [hooks.turn_intervention(e, ctx) for e in batch]
+        interventions = specs if any(s is not None for s in specs) else None
+        completions = ctx.generate([prompts[i] for i in pending], sampling, interventions=interventions,
+                                   keys=[e.slot for e in batch])
+        keep = list(hooks.review_turns(batch, completions, attempt, ctx))
+        if len(keep) != len(batch):
+            raise AgentforgeError(f"rollout hooks {hooks.name!r}: review_turns returned {len(keep)} "
+                                  f"decisions for {len(batch)} turns; return one bool per turn")
+        retry = []
+        for i, completion, kept in zip(pending, completions, keep, strict=True):
+            if kept:
+                out[i] = completion
+            else:
+                episodes[i].trajectory.spans.append(Span.from_completion(
+                    completion, prompts[i], LossRole.NOT_TRAINED, "discarded_turn", turn_index=turn_indices[i],
+                    attempt=attempt))
+                retry.append(i)
+        ctx.stats.regenerated_turns += len(retry)
+        pending = retry
+        if not pending:
+            return [c for c in out if c is not None]
+    raise AgentforgeError(f"rollout hooks {hooks.name!r} rejected turn {turn_indices[pending[0]] + 1} of "
+                          f"{len(pending)} episode(s) {limit} times in a row; a review must accept a turn after a "
+                          "bounded number of attempts (e.g. T2PO's max_try)")
 
 
 def parse_turn(ctx: RolloutContext, episode: Episode, completion: Completion) -> tuple[ParsedResponse, str | None]:

@@ -53,6 +53,7 @@ class RolloutStats:
     regenerated_turns: int = 0
     idle_seconds: float = 0.0  # per-episode scheduling: the driver waited with no turn or env result ready
     overlapped: bool = False  # per-episode scheduling: generate calls and env steps ran at the same time
+    generate_calls: int = 0  # engine calls made through `RolloutContext.generate` (batches)
 
 
 ProgressCallback = Callable[[int, int, RolloutStats], None]
@@ -95,6 +96,7 @@ class RolloutContext:
         else:
             completions = self.engine.generate(prompts, sampling or self.config.sampling, interventions)
         self.stats.generate_seconds += time.perf_counter() - t0
+        self.stats.generate_calls += 1
         self.stats.generated_tokens += sum(len(c.token_ids) for c in completions)
         if extra:
             self.stats.extra_generations += len(completions)

@@ -237,18 +237,21 @@ def test_algorithms_that_replay_the_env_are_refused(tmp_path, tiny_tokenizer):
                        make_algorithm("grpo"), "train")
 
 
-@pytest.mark.parametrize("agent,algorithm", [(OPENAI_AGENT, "grpo"), (OPENAI_AGENT, "gigpo"), (OPENAI_AGENT, "t2po"),
-                                             (LANGGRAPH_AGENT, "grpo"), (MCP_AGENT, "grpo")],
-                         ids=["openai-grpo", "openai-gigpo", "openai-t2po", "langgraph-grpo", "mcp-grpo"])
+@pytest.mark.parametrize("agent,algorithm", [(OPENAI_AGENT, "grpo"), (OPENAI_AGENT, "gigpo"), (OPENAI_AGENT, "tjpo"),
+                                             (OPENAI_AGENT, "t2po"), (LANGGRAPH_AGENT, "grpo"), (MCP_AGENT, "grpo")],
+                         ids=["openai-grpo", "openai-gigpo", "openai-tjpo", "openai-t2po", "langgraph-grpo",
+                              "mcp-grpo"])
 def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm):
     """Each example agent, unchanged, trained for 2 iterations; GiGPO groups calls by their rendered observation,
-    T2PO's token-level intervention and uncertainty act on every model call."""
+    TJPO's diversity credit reads the tools called (descriptor `tool_calls`), T2PO's token-level intervention and
+    uncertainty act on every model call."""
     from agentforge.training.trainer import Trainer
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={agent}", *TINY,
                           f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
                           "trainer.group_size=2", "trainer.eval_before=false", "trainer.eval_every=0",
-                          "trainer.checkpoint_every=0", "learner.lr=1e-3"], run_dir=str(tmp_path))
+                          "trainer.checkpoint_every=0", "learner.lr=1e-3",
+                          *(["algorithm.descriptor=tool_calls"] if algorithm == "tjpo" else [])], run_dir=str(tmp_path))
     if algorithm != "t2po":  # T2PO brings its own intervention (TTI), one per turn
         with open_dict(cfg):
             cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)

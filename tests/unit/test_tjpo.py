@@ -417,3 +417,20 @@ def test_sigma_is_a_command_line_and_sweep_option():
     assert sweep.is_sweep_override() and [float(v) for v in sweep.sweep_iterator()] == [0.1, 0.3, 1.0, 10.0]
     with pytest.raises(ConfigError, match="sigma"):
         make_algorithm({"name": "tjpo", "sigma": 0})
+
+
+def test_the_tool_calls_descriptor_tells_apart_agents_that_used_different_tools():
+    from agentforge.algorithms.descriptors import agent_tool_calls, descriptors_for_env
+    from agentforge.types import Task, Trajectory, Turn
+
+    def turn(*calls: str) -> Turn:
+        return Turn([1], [2], [0.0], [False], "", None, True, 0.0, 0.0, "a", "o",
+                    info={"tool_calls": [{"function": {"name": c, "arguments": "{}"}} for c in calls]})
+
+    searched = Trajectory(Task("agent", 0), 0, [turn("search"), turn("search"), turn("answer")])
+    again = Trajectory(Task("agent", 0), 1, [turn("search"), turn("search"), turn("answer")])
+    answered = Trajectory(Task("agent", 0), 2, [turn("answer"), turn()])
+    a, b, c = agent_tool_calls(searched), agent_tool_calls(again), agent_tool_calls(answered)
+    assert a.shape == c.shape == (17,) and (a == b).all() and not (a == c).all()
+    assert a[:8].sum() == 3 and a[8:16].sum() == 2 and c[-1] == 1  # 3 calls, 2 transitions; 1 reply without a tool
+    assert descriptors_for_env("agent") == ["tool_calls"]
