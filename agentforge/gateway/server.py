@@ -42,8 +42,6 @@ class GatewayServer:
         self.registry, self.handler, self.host = registry, handler, host
         self.token = secrets.token_urlsafe(24)
         self.executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="agentforge-gateway")
-        self.requests = 0
-        self.errors = 0
         self._server = self._build_server(port)
         self._thread = threading.Thread(target=self._server.run, name="agentforge-gateway-http", daemon=True)
         self._thread.start()
@@ -73,11 +71,9 @@ class GatewayServer:
         app = FastAPI(title="agentforge gateway", docs_url=None, redoc_url=None)
 
         def error(exc: RequestError) -> JSONResponse:
-            self.errors += 1
             return JSONResponse(exc.body(), status_code=exc.status)
 
         async def serve(request: Request, session_id: str | None, method: str) -> JSONResponse:
-            self.requests += 1
             try:
                 self._authorise(request)
                 sid = session_id or request.headers.get(SESSION_HEADER)
