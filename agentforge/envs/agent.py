@@ -27,6 +27,9 @@ class AgentEnv:
                  "returning a reward (float), a dict {reward, won?, info?}, or None (then `verifier` scores it)",
         "task_env": "the env whose tasks the agent solves (its data; agents may build it for their tools)",
         "task_env_options": "that env's options",
+        "expert": "optional `package.module:callable` (task, messages, tools) -> the assistant message an expert "
+                  "would write: the tool-format warm start (trainer.warm_start=expert, agentforge sft) plays the agent "
+                  "with it answering every model call (agentforge.gateway.expert)",
         "verifier": "optional `package.module:callable` (task, final_text) -> reward, for agents that return None",
         "timeout": "seconds an episode may take; past it the episode fails (counted) and the iteration goes on",
         "max_calls": "model calls per episode; more are refused (HTTP 429)",
@@ -38,7 +41,8 @@ class AgentEnv:
     }
 
     def __init__(self, entry: str | None = None, task_env: str = "search_qa",
-                 task_env_options: dict[str, Any] | None = None, verifier: str | None = None, timeout: float = 300.0,
+                 task_env_options: dict[str, Any] | None = None, verifier: str | None = None,
+                 expert: str | None = None, timeout: float = 300.0,
                  max_calls: int = 16, batch_window_s: float = 0.2, host: str = "127.0.0.1", port: int = 0,
                  model_name: str = "agentforge-policy") -> None:
         if timeout <= 0:
@@ -48,7 +52,8 @@ class AgentEnv:
         if batch_window_s < 0:
             raise ConfigError(f"agent env batch_window_s={batch_window_s}: must be >= 0")
         self.options = dict(entry=entry, task_env=task_env, task_env_options=dict(task_env_options or {}),
-                            verifier=verifier, timeout=timeout, max_calls=max_calls, batch_window_s=batch_window_s,
+                            verifier=verifier, expert=expert,
+                            timeout=timeout, max_calls=max_calls, batch_window_s=batch_window_s,
                             host=host, port=port, model_name=model_name)
 
     def reset(self, task: Task) -> Observation:

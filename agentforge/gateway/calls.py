@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.errors import RequestError
+from agentforge.gateway.expert import ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer, PromptBuild, normalise_call, normalise_messages
 from agentforge.gateway.sessions import CallRecord, Session, build_prompt
 from agentforge.gateway.tools import check_tools, parse_reply
+from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Completion, LossRole, SamplingConfig, Turn
 
 FINISH = {"stop": "stop", "length": "length", "abort": "stop"}
@@ -47,10 +50,11 @@ def request_sampling(body: dict[str, Any], base: SamplingConfig) -> SamplingConf
 class CallHandler:
     """Runs requests for the gateway's sessions (from handler threads; a session's calls run one at a time)."""
 
-    def __init__(self, renderer: ChatRenderer, batcher: GenerationBatcher, sampling: Any, max_model_len: int,
-                 model_name: str) -> None:
-        self.renderer, self.batcher, self.sampling = renderer, batcher, sampling
-        self.max_model_len, self.model_name = int(max_model_len), model_name
+    def __init__(self, renderer: ChatRenderer, batcher: GenerationBatcher | None, sampling: Any, max_model_len: int,
+                 model_name: str, stats: Callable[[], RolloutStats], expert: ExpertReplier | None = None) -> None:
+        """`batcher`: the engine's calls; with `expert` (expert play, no engine) the expert writes every reply."""
+        self.renderer, self.batcher, self.sampling, self.stats = renderer, batcher, sampling, stats
+        self.max_model_len, self.model_name, self.expert = int(max_model_len), model_name, expert
 
     # ------------------------------------------------------------------------------------------------- chat
     def chat(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +67,10 @@ class CallHandler:
             session.check_open()
             self._check_budget(session)
             prompt = build_prompt(self.renderer, session, messages, tools)
-            completion = self._generate(session, prompt.ids, sampling)
+            if self.expert is not None:
+                completion = self.expert.reply(session, messages, tools)
+            else:
+                completion = self._generate(session, prompt.ids, sampling)
             parsed = parse_reply(completion.text, tools, f"call_{session.id}_{len(session.calls)}")
             reply = {"role": "assistant", "content": parsed.content,
                      "tool_calls": [normalise_call(c, "reply") for c in parsed.tool_calls]}
@@ -91,6 +98,9 @@ class CallHandler:
             ids = [int(t) for t in prompt]  # token ids are taken as they are: exact by construction
         else:
             raise RequestError("`prompt` must be a string or a list of token ids (one prompt per call)", "prompt")
+        if self.expert is not None:
+            raise RequestError("expert play (the warm start) answers chat calls only: the expert writes assistant "
+                               "messages; call /v1/chat/completions", "prompt")
         sampling = request_sampling(body, self.sampling())
         with session.lock:
             session.check_open()
@@ -119,6 +129,7 @@ class CallHandler:
                                f"more than the engine's {self.max_model_len} (engine.max_model_len); shorten the "
                                "conversation or raise engine.max_model_len", "messages",
                                code="context_length_exceeded")
+        assert self.batcher is not None
         return self.batcher.submit(session, prompt_ids, sampling).result()
 
     def _record_turn(self, session: Session, prompt: PromptBuild, completion: Completion, body: dict[str, Any],
@@ -135,13 +146,12 @@ class CallHandler:
             forced_mask=list(completion.forced_mask), response_text=completion.text, action=action, valid=valid,
             reward=0.0, env_reward=0.0, anchor=prompt.new_text, observation=prompt.new_text, info=details,
             role=LossRole.ACTION))
-        self.batcher.context().stats.turns += 1
+        self.stats().turns += 1
 
     def _logprobs(self, completion: Completion) -> dict[str, Any]:
-        decode = self.renderer.tokenizer.decode
-        return {"content": [{"token": decode([t]), "logprob": float(lp), "bytes": list(decode([t]).encode()),
-                             "top_logprobs": []} for t, lp in zip(completion.token_ids, completion.logprobs,
-                                                                  strict=True)]}
+        tokens = [self.renderer.tokenizer.decode([t]) for t in completion.token_ids]
+        return {"content": [{"token": token, "logprob": float(lp), "bytes": list(token.encode()), "top_logprobs": []}
+                            for token, lp in zip(tokens, completion.logprobs, strict=True)]}
 
     def _envelope(self, kind: str, choice: dict[str, Any], prompt_ids: list[int],
                   completion: Completion) -> dict[str, Any]:

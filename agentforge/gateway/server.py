@@ -119,9 +119,9 @@ class GatewayServer:
             app.add_api_route(f"{prefix}/v1/completions", completions, methods=["POST"])
         config = uvicorn.Config(app, host=self.host, port=port, log_level="warning", access_log=False,
                                 lifespan="off", timeout_keep_alive=30)
-        server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # the trainer owns SIGTERM/SIGUSR1 (checkpoint and exit)
-        return server
+        # run in a non-main thread, uvicorn installs no signal handlers: the trainer keeps SIGTERM/SIGUSR1 (checkpoint
+        # and exit)
+        return uvicorn.Server(config)
 
     def _authorise(self, request: Any) -> None:
         header = request.headers.get("authorization", "")

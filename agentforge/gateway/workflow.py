@@ -21,9 +21,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from agentforge.errors import AgentforgeError
 from agentforge.gateway.agent_env import AgentTask, load_callable
 from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.calls import CallHandler
+from agentforge.gateway.expert import ExpertFn, ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer
 from agentforge.gateway.server import GatewayServer
 from agentforge.gateway.sessions import Session, SessionRegistry
@@ -33,9 +35,10 @@ from agentforge.rollout.workflow import (
     ProgressCallback,
     RolloutContext,
     RolloutResult,
+    RolloutStats,
     RolloutWorkflow,
 )
-from agentforge.types import Group, Observation, Task, Trajectory
+from agentforge.types import Group, Observation, SamplingConfig, Task, Trajectory
 
 log = logging.getLogger("agentforge.gateway")
 
@@ -67,28 +70,44 @@ class GatewayWorkflow(RolloutWorkflow):
     """Plays `env=agent` episodes through a gateway it starts on first use (one per workflow: train and eval each
     have theirs) and keeps for the process's life."""
 
-    def __init__(self, options: dict[str, Any], hooks: RolloutHooks | None = None, max_model_len: int = 4096) -> None:
+    def __init__(self, options: dict[str, Any], hooks: RolloutHooks | None = None, max_model_len: int = 4096,
+                 expert: ExpertFn | None = None) -> None:
+        """With `expert`, every model call is answered by the expert instead of an engine (`play_expert`: the
+        tool-format warm start, `agentforge.gateway.expert`)."""
         self.options, self.hooks, self.max_model_len = dict(options), hooks or RolloutHooks(), int(max_model_len)
+        self.expert = expert
         self.agent = load_callable(self.options.get("entry"), "env.entry")
         verifier = self.options.get("verifier")
         self.verifier = load_callable(verifier, "env.verifier") if verifier else None
         self.registry = SessionRegistry()
         self._ctx: RolloutContext | None = None
+        self._stats = RolloutStats()
         self.server: GatewayServer | None = None
         self.batcher: GenerationBatcher | None = None
 
     # -------------------------------------------------------------------------------------------- gateway
-    def _ensure_gateway(self, ctx: RolloutContext) -> GatewayServer:
+    def _ensure_gateway(self, tokenizer: Any) -> GatewayServer:
         if self.server is None:
-            self.batcher = GenerationBatcher(lambda: self._ctx, self.hooks, self.registry.live,
-                                             float(self.options.get("batch_window_s", 0.2)))
-            handler = CallHandler(ChatRenderer(ctx.tokenizer), self.batcher,
-                                  lambda: self.hooks.turn_sampling(self._ctx), self.max_model_len,
-                                  str(self.options.get("model_name", "agentforge-policy")))
+            renderer = ChatRenderer(tokenizer)
+            replier = None
+            if self.expert is None:
+                self.batcher = GenerationBatcher(lambda: self._ctx, self.hooks, self.registry.live,
+                                                 float(self.options.get("batch_window_s", 0.2)))
+            else:
+                replier = ExpertReplier(self.expert, renderer, self._agent_task)
+            handler = CallHandler(renderer, self.batcher, self._sampling, self.max_model_len,
+                                  str(self.options.get("model_name", "agentforge-policy")), lambda: self._stats,
+                                  expert=replier)
             self.server = GatewayServer(self.registry, handler, str(self.options.get("host", "127.0.0.1")),
                                         int(self.options.get("port", 0)))
             log.info("gateway listening on %s", self.server.url)
         return self.server
+
+    def _sampling(self) -> SamplingConfig:
+        """The run's sampling for the engine's calls (expert play has no engine: no budget but the context's)."""
+        if self._ctx is None:
+            return SamplingConfig(max_new_tokens=self.max_model_len)
+        return self.hooks.turn_sampling(self._ctx)
 
     def close(self) -> None:
         if self.batcher is not None:
@@ -100,31 +119,46 @@ class GatewayWorkflow(RolloutWorkflow):
     # ------------------------------------------------------------------------------------------------ run
     def run(self, ctx: RolloutContext, tasks: Sequence[Task], group_size: int,
             on_progress: ProgressCallback | None = None) -> RolloutResult:
-        started = time.perf_counter()
+        if self.expert is not None:
+            raise AgentforgeError("this gateway workflow plays the expert (play_expert), not the engine")
         ctx = ctx.fresh()
         self._ctx = ctx
-        server = self._ensure_gateway(ctx)
+        return self._play(ctx.tokenizer, ctx.stats, tasks, group_size, on_progress, ctx)
+
+    def play_expert(self, tokenizer: Any, tasks: Sequence[Task],
+                    on_progress: ProgressCallback | None = None) -> RolloutResult:
+        """One episode per task with the expert answering every model call (no engine, no algorithm hooks)."""
+        if self.expert is None:
+            raise AgentforgeError("play_expert needs a workflow built with an expert")
+        return self._play(tokenizer, RolloutStats(), tasks, 1, on_progress, None)
+
+    def _play(self, tokenizer: Any, stats: RolloutStats, tasks: Sequence[Task], group_size: int,
+              on_progress: ProgressCallback | None, ctx: RolloutContext | None) -> RolloutResult:
+        started = time.perf_counter()
+        self._stats = stats
+        server = self._ensure_gateway(tokenizer)
         plans = self.hooks.plan(list(tasks), group_size)
         episodes = [Episode(slot, plan, Trajectory(task=plan.task, rollout_index=plan.rollout_index,
                                                    meta=dict(plan.meta)), Observation("", anchor=""))
                     for slot, plan in enumerate(plans)]
         sessions = [self.registry.open(e, int(self.options.get("max_calls", 16))) for e in episodes]
-        outcomes = asyncio.run(self._run_agents(server, sessions, on_progress, ctx))
+        outcomes = asyncio.run(self._run_agents(server, sessions, on_progress, stats))
         for session in sessions:
             self.registry.end(session, "its episode ended")
         metrics = self._finish(episodes, sessions, outcomes)
-        metrics["agent/generate_calls"] = float(ctx.stats.generate_calls)
+        metrics["agent/generate_calls"] = float(stats.generate_calls)
         for episode in episodes:
             episode.done = True
-        self.hooks.after_episodes(episodes, ctx)
+        if ctx is not None:
+            self.hooks.after_episodes(episodes, ctx)
         self.registry.forget(sessions)
-        ctx.stats.wall_seconds = time.perf_counter() - started
+        stats.wall_seconds = time.perf_counter() - started
         groups = [Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
                   for g, task in enumerate(tasks)]
-        return RolloutResult(groups, ctx.stats, {**self.hooks.metrics(), **metrics})
+        return RolloutResult(groups, stats, {**self.hooks.metrics(), **metrics})
 
     async def _run_agents(self, server: GatewayServer, sessions: list[Session],
-                          on_progress: ProgressCallback | None, ctx: RolloutContext) -> list[EpisodeOutcome]:
+                          on_progress: ProgressCallback | None, stats: RolloutStats) -> list[EpisodeOutcome]:
         timeout = float(self.options.get("timeout", 300.0))
         finished = 0
         # not a `with`: a sync agent hung past its timeout must not hold the iteration (its thread is left to end
@@ -153,7 +187,7 @@ class GatewayWorkflow(RolloutWorkflow):
                 self.registry.end(session, "its agent returned" if outcome.kind == "ok" else outcome.kind)
                 finished += 1
                 if on_progress is not None:
-                    on_progress(finished, len(sessions), ctx.stats)
+                    on_progress(finished, len(sessions), stats)
                 return outcome
 
             return list(await asyncio.gather(*(one(s) for s in sessions)))
@@ -191,6 +225,10 @@ class GatewayWorkflow(RolloutWorkflow):
         for episode, session, outcome in zip(episodes, sessions, outcomes, strict=True):
             trajectory = episode.trajectory
             turns = trajectory.turns
+            early = float(trajectory.meta.pop("early_reward", 0.0))  # reported before the first call: its reward
+            if turns and early:
+                turns[0].reward += early
+                turns[0].env_reward += early
             if not turns and outcome.kind == "ok":
                 outcome = EpisodeOutcome(error="the agent never called the model", kind="no_model_calls")
             if outcome.kind != "ok":
@@ -201,7 +239,7 @@ class GatewayWorkflow(RolloutWorkflow):
                 log.warning("episode %s (%s) failed: %s", session.id, trajectory.task.describe(),
                             (outcome.summary or outcome.kind).splitlines()[0][:300])
             elif turns:
-                turns[-1].reward += outcome.reward + float(trajectory.meta.pop("early_reward", 0.0))
+                turns[-1].reward += outcome.reward
                 turns[-1].env_reward += outcome.reward
                 trajectory.won = bool(outcome.won) if outcome.won is not None else outcome.reward > 0
                 trajectory.meta.update(outcome.info)

@@ -64,7 +64,12 @@ def check_run_learner(cfg: DictConfig) -> None:
 
 
 def check_warm_start(cfg: DictConfig) -> None:
-    warm_start_modes(cfg.trainer.get("warm_start"))
+    modes = warm_start_modes(cfg.trainer.get("warm_start"))
+    expert_sft = "expert" in modes or cfg.get("command") == "sft"
+    if expert_sft and cfg.env.name == "agent" and not cfg.env.get("expert"):
+        raise ConfigError("an external agent's expert warm start (trainer.warm_start=expert, agentforge sft) plays "
+                          "the agent with an expert answering its model calls: set env.expert=package.module:callable "
+                          "(e.g. agentforge.gateway.examples.search_tools:expert), or trainer.warm_start=false")
 
 
 WARM_STARTS = ("expert", "rft")

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
 from agentforge.agent.render import AgentConfig, render_turn_prompt
 from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
+from agentforge.envs.agent import AGENT_ENV
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
@@ -142,6 +143,10 @@ def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], ou
 def expert_dataset(cfg: DictConfig, tokenizer: Any) -> list[Trajectory]:
     """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset`."""
     tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
+    if cfg.env.name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
+        from agentforge.gateway.warm_start import expert_conversations
+
+        return expert_conversations(cfg, tokenizer, tasks)
     data = expert_trajectories(cfg, tokenizer, tasks)
     if not data:
         raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "

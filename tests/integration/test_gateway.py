@@ -191,7 +191,8 @@ def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_pat
 # ------------------------------------------------------------------------------------------------- faults
 
 async def faulty_agent(task: Any, base_url: str, api_key: str) -> float:
-    """Rollout 0 raises, 1 hangs past the timeout, 2 never calls the model, 3 makes one call and is paid."""
+    """Rollout 0 raises, 1 hangs past the timeout, 2 never calls the model, 3 reports rewards before and between
+    its two calls and is paid."""
     from openai import AsyncOpenAI
 
     if task.rollout_index == 0:
@@ -201,14 +202,18 @@ async def faulty_agent(task: Any, base_url: str, api_key: str) -> float:
     if task.rollout_index == 2:
         return 1.0
     client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
-    await client.chat.completions.create(model="agentforge-policy", messages=[{"role": "user", "content": "hi"}],
-                                         max_tokens=4)
+    task.report_reward(0.25)  # before any call: the first call's
+    for k in range(2):
+        await client.chat.completions.create(model="agentforge-policy", messages=[{"role": "user", "content": "hi"}],
+                                             max_tokens=4)
+        if k == 0:
+            task.report_reward(0.5)  # after a call: that call's
     await client.close()
     return 1.0
 
 
 def test_agents_that_raise_hang_or_never_call_fail_their_episode_only(tmp_path, tiny_tokenizer):
-    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:faulty_agent", "env.timeout=3",
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:faulty_agent", "env.timeout=10",
                                    scaffold=False), tasks=1, group=4)
     started = time.monotonic()
     try:
@@ -222,7 +227,9 @@ def test_agents_that_raise_hang_or_never_call_fail_their_episode_only(tmp_path, 
     by_index = {t.rollout_index: t for t in result.groups[0].trajectories}
     assert "the agent's own bug" in by_index[0].meta["agent_error"]  # the exception text is kept
     assert "timeout" in by_index[1].meta["agent_error"] and by_index[2].meta["agent_outcome"] == "no_model_calls"
-    assert by_index[3].won and by_index[3].turns[-1].reward == 1.0 and by_index[3].episode_return == 1.0
+    paid = by_index[3]
+    assert paid.won and [t.reward for t in paid.turns] == [0.75, 1.0] == [t.env_reward for t in paid.turns]
+    assert paid.episode_return == 1.75
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -237,12 +244,18 @@ def test_algorithms_that_replay_the_env_are_refused(tmp_path, tiny_tokenizer):
                        make_algorithm("grpo"), "train")
 
 
+EXPERT = "agentforge.gateway.examples.search_tools:expert"
+WARM_START = ["trainer.warm_start=expert", f"env.expert={EXPERT}", "sft.num_tasks=8", "sft.batch_size=8",
+              "sft.epochs=4", "sft.lr=1e-3"]
+
+
 @pytest.mark.parametrize("agent,algorithm", [(OPENAI_AGENT, "grpo"), (OPENAI_AGENT, "gigpo"), (OPENAI_AGENT, "tjpo"),
                                              (OPENAI_AGENT, "t2po"), (LANGGRAPH_AGENT, "grpo"), (MCP_AGENT, "grpo")],
                          ids=["openai-grpo", "openai-gigpo", "openai-tjpo", "openai-t2po", "langgraph-grpo",
                               "mcp-grpo"])
 def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm):
-    """Each example agent, unchanged, trained for 2 iterations; GiGPO groups calls by their rendered observation,
+    """Each example agent, unchanged, trained for 2 iterations (openai-grpo after the tool-format warm start on the
+    expert's replies); GiGPO groups calls by their rendered observation,
     TJPO's diversity credit reads the tools called (descriptor `tool_calls`), T2PO's token-level intervention and
     uncertainty act on every model call."""
     from agentforge.training.trainer import Trainer
@@ -251,12 +264,18 @@ def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm
                           f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
                           "trainer.group_size=2", "trainer.eval_before=false", "trainer.eval_every=0",
                           "trainer.checkpoint_every=0", "learner.lr=1e-3",
-                          *(["algorithm.descriptor=tool_calls"] if algorithm == "tjpo" else [])], run_dir=str(tmp_path))
+                          *(["algorithm.descriptor=tool_calls"] if algorithm == "tjpo" else []),
+                          *(WARM_START if (agent, algorithm) == (OPENAI_AGENT, "grpo") else [])],
+                         run_dir=str(tmp_path))
     if algorithm != "t2po":  # T2PO brings its own intervention (TTI), one per turn
         with open_dict(cfg):
             cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
     Trainer(cfg).fit()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    if (agent, algorithm) == (OPENAI_AGENT, "grpo"):  # the tool-format warm start ran first, on the expert's replies
+        first = rows[0]
+        assert first["sft/trajectories"] >= 4 and first["sft/steps"] == 4
+        assert first["sft/loss"] < 10.5  # 4 steps on one batch: below the uniform ln(49152) = 10.8
     rows = [r for r in rows if "train/samples" in r]
     assert len(rows) == 2
     for r in rows:
@@ -297,3 +316,44 @@ def test_asynchronous_training_through_the_gateway(ray_runtime, tmp_path, tiny_t
     assert all(r["train/agent/model_calls"] == r["train/samples"] > 0 for r in rows)
     assert all(r["async/staleness_max"] <= 1 and r["async/dropped_groups"] == 0 for r in rows)
     assert all(r["train/agent/failed_episodes"] == 0 for r in rows)
+
+
+# --------------------------------------------------------------------------- the tool-format expert warm start
+
+@pytest.mark.parametrize("agent", [OPENAI_AGENT, LANGGRAPH_AGENT, MCP_AGENT], ids=["openai", "langgraph", "mcp"])
+def test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies(tmp_path, tiny_tokenizer, agent):
+    """No engine: the agent's own loop runs against the gateway, the search-QA expert writes each reply as a Hermes
+    tool call, and the won episodes are SFT data in exactly the conversation the agent holds."""
+    from agentforge.learner import samples_from_sft
+    from agentforge.training.sft import expert_dataset
+
+    cfg = gateway_config(tmp_path, tiny_tokenizer, agent, f"env.expert={EXPERT}", "command=sft", "sft.num_tasks=6",
+                         scaffold=False)
+    data = expert_dataset(cfg, tiny_tokenizer)
+    assert len(data) >= 3 and all(t.won for t in data)
+    eos = tiny_tokenizer.eos_token_id
+    for trajectory in data:
+        names = [c["function"]["name"] for turn in trajectory.turns for c in turn.info["tool_calls"]]
+        assert names[-1] == "answer" and set(names[:-1]) == {"search"} and len(names) == len(trajectory.turns)
+        previous = None
+        for turn in trajectory.turns:
+            assert turn.response_ids[-1] == eos
+            assert tiny_tokenizer.decode(turn.response_ids[:-1]).startswith("<tool_call>\n{")
+            assert turn.info["reencoded"] is None
+            if previous is not None:  # token-exact: the reply's ids open the next call's prompt
+                head = [*previous.prompt_ids, *previous.response_ids]
+                assert turn.prompt_ids[:len(head)] == head
+            previous = turn
+    samples = samples_from_sft(data)
+    assert len(samples) == sum(len(t.turns) for t in data)
+    assert all(s.num_loss_tokens == len(t.response_ids) for s, t in
+               zip(samples, [t for tr in data for t in tr.turns], strict=True))
+
+
+def test_the_expert_warm_start_needs_an_expert(tmp_path, tiny_tokenizer):
+    from agentforge.training.preflight import preflight
+
+    cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
+                          "trainer.warm_start=expert"], run_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="set env.expert=package.module:callable"):
+        preflight(cfg)

@@ -147,3 +147,74 @@ def test_bad_tool_definitions_are_refused_naming_the_field(tools, param):
 def test_bad_messages_are_refused(messages, message):
     with pytest.raises(RequestError, match=message):
         normalise_messages(messages)
+
+
+# ----------------------------------------------------------------------------------- expert replies (warm start)
+
+def expert_replier(renderer, expert):
+    from agentforge.gateway.expert import ExpertReplier
+
+    return ExpertReplier(expert, renderer, task_of=lambda s: s)
+
+
+def test_an_expert_reply_is_the_templates_tool_format_ending_in_the_stop_token(renderer):
+    from agentforge.gateway.expert import tool_call
+
+    replier = expert_replier(renderer, lambda task, messages, tools: {"tool_calls": [tool_call("search",
+                                                                                                query="Acme")]})
+    messages = normalise_messages([{"role": "user", "content": "Who founded Acme?"}])
+    completion = replier.reply(session(), messages, TOOLS)
+    eos = renderer.tokenizer.eos_token_id
+    assert completion.token_ids[-1] == eos and eos not in completion.token_ids[:-1]
+    assert completion.text == '<tool_call>\n{"name": "search", "arguments": {"query": "Acme"}}\n</tool_call>'
+    assert completion.token_ids[:-1] == renderer.encode(completion.text)
+    parsed = parse_reply(completion.text, TOOLS, "call")  # the agent gets exactly the expert's call back
+    assert parsed.error is None and json.loads(parsed.tool_calls[0]["function"]["arguments"]) == {"query": "Acme"}
+    # the prompt + reply render the conversation as the template does, with the reply as the assistant turn
+    prompt = renderer.render(messages, TOOLS, generation_prompt=True)
+    whole = renderer.tokenizer.decode([*renderer.encode(prompt), *completion.token_ids])
+    assert whole == renderer.render([*messages, {"role": "assistant", "content": completion.text}], TOOLS,
+                                    generation_prompt=False).rstrip("\n")
+
+
+def test_the_next_call_extends_an_expert_reply_token_exactly(renderer):
+    from agentforge.gateway.expert import tool_call
+
+    s = session()
+    replier = expert_replier(renderer, lambda task, messages, tools: {"tool_calls": [tool_call("search",
+                                                                                                query="Acme")]})
+    messages = normalise_messages([{"role": "user", "content": "Who founded Acme?"}])
+    prompt = build_prompt(renderer, s, messages, TOOLS)
+    completion = replier.reply(s, messages, TOOLS)
+    parsed = parse_reply(completion.text, TOOLS, "call_s_0")
+    from agentforge.gateway.rendering import normalise_call
+
+    reply = {"role": "assistant", "content": parsed.content,
+             "tool_calls": [normalise_call(c, "r") for c in parsed.tool_calls]}
+    s.calls.append(CallRecord(messages, TOOLS, prompt, completion, reply, "tool_calls"))
+    later = normalise_messages([*messages, {"role": "assistant", "content": None, "tool_calls": parsed.tool_calls},
+                                {"role": "tool", "tool_call_id": parsed.tool_calls[0]["id"], "content": "Doc 1"}])
+    built = build_prompt(renderer, s, later, TOOLS)
+    assert built.reencoded is None and built.base == 0
+    assert built.ids[:len(prompt.ids) + len(completion.token_ids)] == [*prompt.ids, *completion.token_ids]
+
+
+@pytest.mark.parametrize("reply,expected", [
+    (None, {"role": "assistant", "content": ""}),
+    ("Paris", {"role": "assistant", "content": "Paris"}),
+    ({"tool_calls": [{"type": "function", "function": {"name": "answer", "arguments": '{"answer": "1912"}'}}]},
+     {"role": "assistant", "content": "", "tool_calls": [{"id": "", "name": "answer",
+                                                          "arguments": '{"answer": "1912"}'}]}),
+])
+def test_expert_messages_take_text_our_form_or_openais(reply, expected):
+    from agentforge.gateway.expert import expert_message
+
+    assert expert_message(reply, "env.expert") == expected
+
+
+def test_an_expert_returning_something_else_is_named():
+    from agentforge.errors import ConfigError
+    from agentforge.gateway.expert import expert_message
+
+    with pytest.raises(ConfigError, match="env.expert returned list"):
+        expert_message(["search"], "env.expert")

@@ -53,3 +53,21 @@ class SearchTask:
 
     def outcome(self) -> dict[str, Any]:
         return {"reward": self.reward, "won": self.won}
+
+
+def expert(task: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The search-QA expert as tool calls, for the tool-format warm start (`env.expert`): its searches, then the
+    golden answer, one call per model call. None (no reply) for questions the expert cannot solve or agents that do
+    not offer these tools."""
+    from agentforge.envs.search_qa.expert import expert_actions
+    from agentforge.gateway.expert import tool_call
+
+    offered = {t["function"]["name"] for t in tools}
+    actions = expert_actions(task.task, task.env_options)
+    step = sum(m["role"] == "assistant" for m in messages)
+    if not actions or step >= len(actions) or not {"search", "answer"} <= offered:
+        return None
+    kind, _, argument = actions[step].partition("[")
+    argument = argument[:-1]
+    return {"tool_calls": [tool_call("search", query=argument) if kind == "search"
+                           else tool_call("answer", answer=argument)]}
