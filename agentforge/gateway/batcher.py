@@ -5,7 +5,8 @@ request is waiting it keeps gathering while requests keep arriving (each within 
 `MAX_WAIT_WINDOWS` windows in all), and fires at once when every live session is waiting (no further request can
 come). On a CPU a call of 1 prompt costs nearly as much as one of 16: fragmenting calls is what costs. Requests with
 equal sampling settings share one generate call. The algorithm's rollout hooks act on every call as on an env turn:
-its decoding intervention, and its review (a rejected reply is generated again from the same prompt and kept as a
+its decoding intervention (unless the call brings its own: `tool_choice` required or named forces the
+tool call's opening), and its review (a rejected reply is generated again from the same prompt and kept as a
 NOT_TRAINED span, as in the multi-turn workflow).
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from agentforge.engines.interventions import InterventionSpec
 from agentforge.errors import AgentforgeError
 from agentforge.gateway.sessions import Session
 from agentforge.rollout.hooks import RolloutHooks
@@ -34,6 +36,7 @@ class PendingCall:
     session: Session
     prompt_ids: list[int]
     sampling: SamplingConfig
+    forced: InterventionSpec | None = None  # this call's own intervention (tool_choice), over the algorithm's
     future: Future = field(default_factory=Future)
 
 
@@ -56,8 +59,9 @@ class GenerationBatcher:
         self._thread = threading.Thread(target=self._loop, name="agentforge-gateway-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig) -> Future:
-        call = PendingCall(session, prompt_ids, sampling)
+    def submit(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig,
+               forced: InterventionSpec | None = None) -> Future:
+        call = PendingCall(session, prompt_ids, sampling, forced)
         with self._cond:
             if self._closed:
                 raise AgentforgeError("the gateway is closed")
@@ -112,4 +116,5 @@ class GenerationBatcher:
     def _generate_reviewed(self, calls: list[PendingCall]) -> list[Completion]:
         episodes = [c.session.episode for c in calls]
         return generate_reviewed(self.hooks, self.context(), episodes, [c.prompt_ids for c in calls],
-                                 calls[0].sampling, [len(e.trajectory.turns) for e in episodes])
+                                 calls[0].sampling, [len(e.trajectory.turns) for e in episodes],
+                                 overrides=[c.forced for c in calls])

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from agentforge.engines.interventions import InterventionSpec
 from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.expert import ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer, PromptBuild, normalise_call, normalise_messages
 from agentforge.gateway.sessions import CallRecord, Session, build_prompt
-from agentforge.gateway.tools import check_tools, parse_reply
+from agentforge.gateway.tools import check_tools, forced_call_prefix, parse_reply, read_tool_choice
 from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Completion, LossRole, SamplingConfig, Turn
 
@@ -59,10 +60,12 @@ class CallHandler:
     # ------------------------------------------------------------------------------------------------- chat
     def chat(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
         messages = normalise_messages(body.get("messages"))
-        tools = check_tools(body.get("tools"))
-        if body.get("tool_choice") == "none":
-            tools = []
+        tools, must_call = read_tool_choice(body.get("tool_choice"), check_tools(body.get("tools")))
         sampling = request_sampling(body, self.sampling())
+        forced = None
+        if must_call is not None and self.expert is None:  # the engine opens the reply with the tool call's tag
+            forced = InterventionSpec("force_sequence", {"sequence": self.renderer.encode(
+                forced_call_prefix(must_call)), "after_tokens": 0})
         with session.lock:
             session.check_open()
             self._check_budget(session)
@@ -70,7 +73,7 @@ class CallHandler:
             if self.expert is not None:
                 completion = self.expert.reply(session, messages, tools)
             else:
-                completion = self._generate(session, prompt.ids, sampling)
+                completion = self._generate(session, prompt.ids, sampling, forced)
             parsed = parse_reply(completion.text, tools, f"call_{session.id}_{len(session.calls)}")
             reply = {"role": "assistant", "content": parsed.content,
                      "tool_calls": [normalise_call(c, "reply") for c in parsed.tool_calls]}
@@ -123,14 +126,15 @@ class CallHandler:
                                "(env.max_calls); end the episode or raise the limit", status=429,
                                kind="rate_limit_error", code="call_budget_spent")
 
-    def _generate(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig) -> Completion:
+    def _generate(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig,
+                  forced: InterventionSpec | None = None) -> Completion:
         if len(prompt_ids) + sampling.max_new_tokens > self.max_model_len:
             raise RequestError(f"the prompt is {len(prompt_ids)} tokens and max_tokens {sampling.max_new_tokens}: "
                                f"more than the engine's {self.max_model_len} (engine.max_model_len); shorten the "
                                "conversation or raise engine.max_model_len", "messages",
                                code="context_length_exceeded")
         assert self.batcher is not None
-        return self.batcher.submit(session, prompt_ids, sampling).result()
+        return self.batcher.submit(session, prompt_ids, sampling, forced).result()
 
     def _record_turn(self, session: Session, prompt: PromptBuild, completion: Completion, body: dict[str, Any],
                      action: str, valid: bool, info: dict[str, Any]) -> None:

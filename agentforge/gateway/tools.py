@@ -64,6 +64,37 @@ def check_tools(tools: Any) -> list[dict[str, Any]]:
     return tools
 
 
+def read_tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """The request's `tool_choice`: (the tools offered, the tool the reply must call: a name, "" for any tool
+    (`required`), None for the model's own choice (`auto`, `none`))."""
+    if choice is None or choice == "auto":
+        return tools, None
+    if choice == "none":
+        return [], None
+    names = [t["function"]["name"] for t in tools]
+    if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function"):
+        if not tools:
+            raise RequestError(f"tool_choice={json.dumps(choice)} needs `tools` to call; send the tools or drop "
+                               "tool_choice", "tool_choice")
+        if choice == "required":
+            return tools, ""
+        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        if name not in names:
+            raise RequestError(f"tool_choice names the function {name!r}, which is not among the request's tools "
+                               f"({', '.join(names)})", "tool_choice")
+        return tools, str(name)
+    raise RequestError('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+                       '{"name": ...}}', "tool_choice")
+
+
+def forced_call_prefix(must_call: str) -> str:
+    """The opening a reply under `tool_choice` required / a named function is forced to start with (emitted by the
+    engine without sampling, so kept out of the loss): the Hermes tool-call tag, and the name when one is named."""
+    if not must_call:
+        return '<tool_call>\n{"name": "'
+    return '<tool_call>\n{"name": ' + json.dumps(must_call, ensure_ascii=False) + ', "arguments":'
+
+
 def tool_prompt(tools: list[dict[str, Any]]) -> str:
     return TOOL_PROMPT.format(tools="\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools))
 

@@ -14,21 +14,25 @@ from agentforge.rollout.workflow import Episode, RolloutContext
 from agentforge.types import Completion, LossRole, SamplingConfig, Span, StepResult, Turn
 
 if TYPE_CHECKING:
+    from agentforge.engines.interventions import InterventionSpec
     from agentforge.rollout.hooks import RolloutHooks
 
 
 def generate_reviewed(hooks: RolloutHooks, ctx: RolloutContext, episodes: Sequence[Episode],
                       prompts: Sequence[list[int]], sampling: SamplingConfig,
-                      turn_indices: Sequence[int]) -> list[Completion]:
-    """One generation per episode (batched), under the hooks: each episode's decoding intervention, then the review;
-    a rejected turn is generated again from the same prompt (the rejected attempt kept as a NOT_TRAINED span at
-    `turn_indices[i]`), at most `hooks.max_turn_attempts` times."""
+                      turn_indices: Sequence[int],
+                      overrides: Sequence[InterventionSpec | None] | None = None) -> list[Completion]:
+    """One generation per episode (batched), under the hooks: each episode's decoding intervention (or its entry in
+    `overrides` where that is not None), then the review; a rejected turn is generated again from the same prompt
+    (the rejected attempt kept as a NOT_TRAINED span at `turn_indices[i]`), at most `hooks.max_turn_attempts`
+    times."""
     out: list[Completion | None] = [None] * len(episodes)
     pending = list(range(len(episodes)))
     limit = int(hooks.max_turn_attempts)
     for attempt in range(limit):
         batch = [episodes[i] for i in pending]
-        specs = [hooks.turn_intervention(e, ctx) for e in batch]
+        specs = [overrides[i] if overrides is not None and overrides[i] is not None
+                 else hooks.turn_intervention(episodes[i], ctx) for i in pending]
         interventions = specs if any(s is not None for s in specs) else None
         completions = ctx.generate([prompts[i] for i in pending], sampling, interventions=interventions,
                                    keys=[e.slot for e in batch])

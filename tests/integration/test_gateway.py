@@ -113,6 +113,8 @@ def test_every_trained_token_is_the_engines_sampled_token_over_multi_call_tool_s
 # ------------------------------------------------------------------------------------------ HTTP, bad input
 
 PROBES: dict[str, Any] = {}
+SEARCH_TOOL = [{"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
 
 
 def probe_agent(task: Any, base_url: str, api_key: str) -> float:
@@ -136,6 +138,10 @@ def probe_agent(task: Any, base_url: str, api_key: str) -> float:
             "not_json": post(chat, b"{not json", raw=True),
             "no_messages": post(chat, {"messages": []}),
             "models": http.get(f"{base_url}/models", headers=auth),
+            "choice_unknown": post(chat, {"messages": messages, "tools": SEARCH_TOOL,
+                                          "tool_choice": {"type": "function", "function": {"name": "nope"}}}),
+            "choice_no_tools": post(chat, {"messages": messages, "tool_choice": "required"}),
+            "choice_bad": post(chat, {"messages": messages, "tools": SEARCH_TOOL, "tool_choice": "always"}),
         }
         first = post(chat, {"messages": messages, "max_tokens": 5, "logprobs": True})
         reply = first.json()["choices"][0]["message"]
@@ -145,6 +151,8 @@ def probe_agent(task: Any, base_url: str, api_key: str) -> float:
         out["repeated"] = post(chat, {"messages": [*messages, reply, {"role": "user", "content": "More."}],
                                       "max_tokens": 5})
         out["completion"] = post(f"{base_url}/completions", {"prompt": [1, 2, 3], "max_tokens": 4})
+        out["named"] = post(chat, {"messages": messages, "tools": SEARCH_TOOL, "max_tokens": 24,
+                                   "tool_choice": {"type": "function", "function": {"name": "search"}}})
     PROBES[task.session_id] = {k: (r.status_code, r.json()) for k, r in out.items()}
     PROBES[task.session_id]["base_url"] = base_url
     PROBES[task.session_id]["api_key"] = api_key
@@ -168,7 +176,10 @@ def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_pat
                 "n2": (400, "invalid_request_error", "n"), "stream": (400, "invalid_request_error", "stream"),
                 "bad_schema": (400, "invalid_request_error", "tools[0].function.parameters"),
                 "not_json": (400, "invalid_request_error", None), "no_messages": (400, "invalid_request_error",
-                                                                                   "messages")}
+                                                                                   "messages"),
+                "choice_unknown": (400, "invalid_request_error", "tool_choice"),
+                "choice_no_tools": (400, "invalid_request_error", "tool_choice"),
+                "choice_bad": (400, "invalid_request_error", "tool_choice")}
     for name, (status, kind, param) in expected.items():
         code, body = probe[name]
         assert code == status and body["error"]["type"] == kind, (name, body)
@@ -182,10 +193,17 @@ def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_pat
     assert probe["edited"][0] == 200 and probe["repeated"][0] == 200 and probe["completion"][0] == 200
     assert late.status_code == 409 and late.json()["error"]["code"] == "session_ended"
     turns = next(t for g in result.groups for t in g.trajectories if t.meta["session"] == sid).turns
-    assert [t.info["reencoded"] is not None for t in turns] == [False, True, False, False]  # only the edited one
+    # the edited one, and the last (a new conversation: it repeats no earlier call)
+    assert [t.info["reencoded"] is not None for t in turns] == [False, True, False, False, True]
     assert "edited" in turns[1].info["reencoded"] and turns[2].info["extends_call"] == 0
     assert turns[3].prompt_ids == [1, 2, 3]  # completions take token ids as they are
-    assert result.metrics["agent/reencoded_calls"] == 2 and result.metrics["agent/failed_episodes"] == 0
+    assert result.metrics["agent/reencoded_calls"] == 4 and result.metrics["agent/failed_episodes"] == 0
+    # tool_choice naming a function: the engine forced the call's opening (kept out of the loss), the model wrote on
+    named = turns[4]
+    opening = tiny_tokenizer.encode('<tool_call>\n{"name": "search", "arguments":', add_special_tokens=False)
+    assert probe["named"][0] == 200 and named.response_ids[:len(opening)] == opening
+    assert named.forced_mask[:len(opening)] == [True] * len(opening) and not any(named.forced_mask[len(opening):])
+    assert len(named.response_ids) > len(opening)
 
 
 # ------------------------------------------------------------------------------------------------- faults

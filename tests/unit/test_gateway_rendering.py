@@ -218,3 +218,32 @@ def test_an_expert_returning_something_else_is_named():
 
     with pytest.raises(ConfigError, match="env.expert returned list"):
         expert_message(["search"], "env.expert")
+
+
+@pytest.mark.parametrize("choice,must_call", [(None, None), ("auto", None), ("required", ""),
+                                              ({"type": "function", "function": {"name": "search"}}, "search")])
+def test_tool_choice_names_the_call_a_reply_must_make(choice, must_call):
+    from agentforge.gateway.tools import read_tool_choice
+
+    assert read_tool_choice(choice, TOOLS) == (TOOLS, must_call)
+    assert read_tool_choice("none", TOOLS) == ([], None)
+
+
+@pytest.mark.parametrize("choice,tools,message", [
+    ("required", [], "needs `tools`"),
+    ({"type": "function", "function": {"name": "delete_all"}}, TOOLS, "not among the request's tools (search)"),
+    ("always", TOOLS, 'must be "none", "auto", "required"'),
+])
+def test_bad_tool_choice_is_refused(choice, tools, message):
+    from agentforge.gateway.tools import read_tool_choice
+
+    with pytest.raises(RequestError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_tool_choice(choice, tools)
+
+
+def test_the_forced_opening_is_how_the_tool_call_is_written():
+    from agentforge.gateway.tools import forced_call_prefix, render_tool_calls
+
+    written = render_tool_calls([{"function": {"name": "search", "arguments": '{"query": "Acme"}'}}])
+    assert written.startswith(forced_call_prefix("search")) and written.startswith(forced_call_prefix(""))
+    assert parse_reply(written, TOOLS, "c").tool_calls[0]["function"]["name"] == "search"
