@@ -8,6 +8,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
+from agentforge.tracking.tracker import read_metrics
 from tests.slurm.conftest import (
     TINY_RUN,
     complete_checkpoints,
@@ -50,9 +53,17 @@ def test_time_limit_warning_checkpoints_requeues_and_resumes(slurm: dict[str, st
     assert f"resumed from {run_dir}/checkpoints/iter_{saved[0]:06d}" in text
 
 
-def test_external_requeue_restarts_from_the_last_checkpoint(slurm: dict[str, str], tmp_path: Path) -> None:
+ASYNCHRONOUS = ["engine.replicas=1", "engine.replica_cpus=1", "trainer.asynchronous.max_staleness=1",
+                "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token"]
+
+
+@pytest.mark.parametrize("mode", ["synchronous", "asynchronous"])
+def test_external_requeue_restarts_from_the_last_checkpoint(slurm: dict[str, str], tmp_path: Path, mode: str) -> None:
+    """Asynchronous (k = 1, an engine replica beside the learner): the checkpoint holds the batches played ahead,
+    and the resumed run still never trains a turn more than k versions old."""
     run_dir = tmp_path / "run"
-    job, log = launch(slurm, run_dir, 23700)  # checkpoint_every=1 (TINY_RUN)
+    job, log = launch(slurm, run_dir, 23700 if mode == "synchronous" else 23900,  # checkpoint_every=1 (TINY_RUN)
+                      *(ASYNCHRONOUS if mode == "asynchronous" else []))
     wait_until(lambda: len(complete_checkpoints(run_dir)) >= 1, 600, "the first checkpoint", log)
     run(["scontrol", "requeue", job], slurm)  # preemption-style: SIGTERM to every process, then killed, requeued
     state = wait_for_end(job, slurm, timeout=900, log=log)
@@ -60,3 +71,6 @@ def test_external_requeue_restarts_from_the_last_checkpoint(slurm: dict[str, str
     assert state == "COMPLETED", text[-4000:]
     assert "restart count 1" in text and "resumed from" in text, text[-4000:]
     assert metric_steps(run_dir) == list(range(1, ITERATIONS + 1))  # the interrupted iteration redone, once
+    if mode == "asynchronous":
+        rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "async/staleness_max" in r]
+        assert len(rows) == ITERATIONS and all(r["async/staleness_max"] <= 1 for r in rows), rows

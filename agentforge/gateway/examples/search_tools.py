@@ -32,13 +32,12 @@ class SearchTask:
             args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
         except json.JSONDecodeError:
             args = {}
-        if name == "search":
-            action = f"search[{args.get('query', '')}]"
-        elif name == "answer":
-            action = f"answer[{args.get('answer', '')}]"
-        else:
+        key = {"search": "query", "answer": "answer"}.get(name)
+        if key is None:
             return f"unknown tool {name!r}; use search or answer"
-        return self.step(action)
+        if not isinstance(args.get(key), str) or not args[key].strip():
+            return f"{name} takes {{\"{key}\": <string>}}; got {json.dumps(args, ensure_ascii=False)}"  # no env step
+        return self.step(f"{name}[{args[key]}]")
 
     def answer_text(self, text: str) -> str:
         """A reply without tool calls is read as the final answer."""
