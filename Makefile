@@ -54,6 +54,7 @@ bench: setup
 	$(BIN)/python benchmarks/replicas.py
 	$(BIN)/python benchmarks/schedule.py
 	$(BIN)/python benchmarks/asynchronous.py
+	$(BIN)/python benchmarks/interruptible.py
 	$(BIN)/python benchmarks/async_sim.py
 
 clean:

@@ -73,6 +73,9 @@ class Completion:
     top_prob: list[float] | None = None
     policy_version: int | None = None  # the weight version that sampled it (engine replicas count their pushes)
     replica: int | None = None  # the engine replica that sampled it
+    # (token index, version): weights pushed mid-response (engine.interrupt_tokens); tokens from the index on were
+    # sampled by that version, the ones before by `policy_version` or the previous switch
+    version_switches: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.forced_mask:

@@ -30,6 +30,7 @@ from agentforge.engines.interventions import (
     build_intervention,
     next_token_uncertainty,
 )
+from agentforge.engines.stops import cut_at_stop
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.types import Completion, SamplingConfig
@@ -100,12 +101,6 @@ class StopStringCriteria(StoppingCriteria):
         texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
         done = [any(s in text for s in self.stops) for text in texts]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-
-def first_stop(text: str, stops: Sequence[str]) -> int | None:
-    """End index of the stop string that completes earliest in `text` (vLLM's rule), or None."""
-    ends = [text.find(s) + len(s) for s in stops if s and s in text]
-    return min(ends) if ends else None
 
 
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
@@ -261,13 +256,9 @@ class HFEngine:
         eos_at = next((i for i, t in enumerate(ids) if t in self.eos_ids), None)
         if eos_at is not None:
             ids, finish = ids[: eos_at + 1], "stop"
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        if stops and first_stop(text, stops) is not None:
-            cut = self._first_stop_token(ids, stops)
-            ids, finish = ids[: cut + 1], "stop"
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            end = first_stop(text, stops)
-            text = text[:end] if end is not None else text
+        ids, text, stopped = cut_at_stop(self.tokenizer, ids, stops)
+        if stopped:
+            finish = "stop"
         forced = intervention.forced_mask(len(ids)) if intervention is not None else [False] * len(ids)
         return Completion(
             token_ids=ids,
@@ -278,17 +269,6 @@ class HFEngine:
             entropy=entropy[: len(ids)] if entropy is not None else None,
             top_prob=top_prob[: len(ids)] if top_prob is not None else None,
         )
-
-    def _first_stop_token(self, ids: list[int], stops: list[str]) -> int:
-        """Index of the token whose decoding first completes a stop string (binary search: prefixes only grow)."""
-        lo, hi = 0, len(ids) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if first_stop(self.tokenizer.decode(ids[: mid + 1], skip_special_tokens=True), stops) is not None:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
 
     # ---------------------------------------------------------------------------------------------- weights
 

@@ -201,6 +201,7 @@ class VLLMEngine:
         max_num_seqs: int = 256,
         max_num_batched_tokens: int = 32768,
         enable_prefix_caching: bool = True,
+        block_size: int | None = None,
         enable_sleep_mode: bool = False,
         in_process: bool = True,
         logprobs_mode: str = "raw_logprobs",
@@ -240,6 +241,7 @@ class VLLMEngine:
                 worker_extension_cls=f"{__name__}.{WeightPushExtension.__name__}",
                 kv_cache_memory_bytes=None if self.on_gpu else int(float(kv_cache_space_gb) * 2**30),
                 logprobs_mode=logprobs_mode,
+                **({"block_size": int(block_size)} if block_size else {}),
             )
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())  # the logits row width |V|

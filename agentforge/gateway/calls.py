@@ -21,6 +21,7 @@ from agentforge.gateway.expert import ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer, PromptBuild, normalise_call, normalise_messages
 from agentforge.gateway.sessions import CallRecord, Session, build_prompt
 from agentforge.gateway.tools import check_tools, forced_call_prefix, parse_reply, read_tool_choice
+from agentforge.rollout.turns import version_info
 from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Completion, LossRole, SamplingConfig, Turn
 
@@ -143,8 +144,7 @@ class CallHandler:
                    "extends_call": prompt.base, "reencoded": prompt.reencoded,
                    "requested": {k: body[k] for k in ("temperature", "top_p", "max_tokens", "max_completion_tokens")
                                  if k in body}, **info}
-        if completion.policy_version is not None:
-            details.update(policy_version=completion.policy_version, replica=completion.replica)
+        details.update(version_info(completion))
         episode.trajectory.turns.append(Turn(
             prompt_ids=list(prompt.ids), response_ids=list(completion.token_ids), logprobs=list(completion.logprobs),
             forced_mask=list(completion.forced_mask), response_text=completion.text, action=action, valid=valid,

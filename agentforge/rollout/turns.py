@@ -68,6 +68,16 @@ def parse_turn(ctx: RolloutContext, episode: Episode, completion: Completion) ->
     return result, action
 
 
+def version_info(completion: Completion) -> dict[str, Any]:
+    """Which weights and which replica sampled a response (engine replicas), and where a push landed inside it."""
+    if completion.policy_version is None:
+        return {}
+    info: dict[str, Any] = {"policy_version": completion.policy_version, "replica": completion.replica}
+    if completion.version_switches:  # the turn spans versions: [token index, version] where each took over
+        info["policy_version_switches"] = [list(switch) for switch in completion.version_switches]
+    return info
+
+
 def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], completion: Completion,
                 result: ParsedResponse, outcome: StepResult | None, step: int) -> None:
     """Append the turn to the episode's trajectory and history; move the episode to the env's next observation and
@@ -76,8 +86,7 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
     penalty = 0.0 if result.valid else ctx.config.invalid_penalty
     info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error,
                             "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids, completion.text)}
-    if completion.policy_version is not None:  # engine replicas: which weights, which replica
-        info.update(policy_version=completion.policy_version, replica=completion.replica)
+    info.update(version_info(completion))
     if outcome is not None:
         info.update(outcome.info)
     shown_action = result.action if outcome is not None else f"(invalid: {result.action or 'none'})"

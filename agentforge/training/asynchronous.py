@@ -3,7 +3,9 @@
 A producer thread plays batch after batch (one batch = one iteration's groups) on the engine replicas while the
 learner trains on earlier batches. Each weight push reaches the replicas between their generate calls (so also in
 the middle of an episode: partial rollouts), and every turn records the version that sampled it
-(`turn.info["policy_version"]`, made absolute here: the number of updates behind those weights).
+(`turn.info["policy_version"]`, made absolute here: the number of updates behind those weights). With
+`engine.interrupt_tokens` a push also lands inside a generate call (`engines/replicas/interruptible.py`); a turn that
+spans versions lists them (`policy_version_switches`) and counts as its oldest for the bound.
 
 The bound (AReaL's): batch b may start only once the learner has finished update b − k, so every turn of batch b
 was sampled by version ≥ b − k and is trained by version b: at most k versions old. A group holding a turn older
@@ -87,6 +89,10 @@ class RolloutProducer:
                             for turn in trajectory.turns:
                                 if "policy_version" in turn.info and "learner_version" not in turn.info:
                                     turn.info["learner_version"] = self.to_absolute(int(turn.info["policy_version"]))
+                                    if turn.info.get("policy_version_switches"):
+                                        turn.info["learner_version_switches"] = [
+                                            [at, self.to_absolute(int(v))]
+                                            for at, v in turn.info["policy_version_switches"]]
                 finally:
                     with self._cond:
                         self._busy = False
@@ -145,10 +151,20 @@ class RolloutProducer:
             self._thread.join(timeout=60)  # a batch in flight: the engine closes under it (a daemon thread)
 
 
+def token_lags(turn: Any, version: int) -> list[int]:
+    """The version lag of each response token of `turn` (a push inside the response makes its later tokens newer)."""
+    n = len(turn.response_ids)
+    lags = [version - int(turn.info.get("learner_version", version))] * n
+    for at, sampled_by in turn.info.get("learner_version_switches") or []:
+        lags[int(at):] = [version - int(sampled_by)] * (n - int(at))
+    return lags
+
+
 def staleness(groups: list[Group], version: int, max_staleness: int) -> tuple[list[Group], dict[str, float]]:
     """The groups that may be trained by learner `version` (every turn at most `max_staleness` versions old) and
-    the staleness metrics: mean and max lag of the trained turns, turns per lag, groups dropped."""
-    kept, dropped, lags = [], 0, []
+    the staleness metrics: mean and max lag of the trained turns (a turn counts as its oldest token), the mean lag
+    per token, turns per lag, turns spanning versions, groups dropped."""
+    kept, dropped, lags, spanning, tokens = [], 0, [], 0, []
     for group in groups:
         group_lags = [version - int(turn.info.get("learner_version", version))
                       for trajectory in group.trajectories for turn in trajectory.turns]
@@ -157,8 +173,14 @@ def staleness(groups: list[Group], version: int, max_staleness: int) -> tuple[li
             continue
         kept.append(group)
         lags += group_lags
+        for trajectory in group.trajectories:
+            for turn in trajectory.turns:
+                spanning += bool(turn.info.get("policy_version_switches"))
+                tokens += token_lags(turn, version)
     metrics = {"async/staleness_mean": sum(lags) / len(lags) if lags else 0.0,
-               "async/staleness_max": float(max(lags, default=0)), "async/dropped_groups": float(dropped)}
+               "async/staleness_max": float(max(lags, default=0)), "async/dropped_groups": float(dropped),
+               "async/turns_spanning_versions": float(spanning),
+               "async/token_staleness_mean": sum(tokens) / len(tokens) if tokens else 0.0}
     for lag in range(max_staleness + 1):
         metrics[f"async/turns_lag_{lag}"] = float(sum(1 for x in lags if x == lag))
     return kept, metrics

@@ -163,3 +163,29 @@ def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path,
     assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 for r in rows)
     assert sum(r["async/turns_lag_1"] for r in rows) > 0
     assert all(r["train/samples"] > 0 for r in rows)
+
+
+def test_grpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_runtime, tmp_path):
+    """`engine.interrupt_tokens`: the replica generates in 4-token chunks and takes each push between two; a turn
+    that spans versions lists them, counts as its oldest for the bound, and is trained like any other."""
+    cfg = compose_config([
+        "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=grpo",
+        "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_every=0",
+        "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=2",
+        "agent.sampling.max_new_tokens=48", "env.dim_room=[6,6]", "env.max_steps=4", "engine.replicas=1",
+        "engine.replica_cpus=1", "engine.interrupt_tokens=4", "trainer.asynchronous.max_staleness=1",
+        "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token",
+    ], run_dir=str(tmp_path))
+    Trainer(cfg).fit()
+    rows = [r for r in metric_rows(tmp_path) if "async/staleness_max" in r]
+    assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 and r["train/samples"] > 0 for r in rows)
+    turns = [turn for path in iteration_files(tmp_path).values() for record in read_records(path)
+             for turn in record["turns"]]
+    spanning = [t for t in turns if t["info"].get("policy_version_switches")]
+    assert len(spanning) == sum(r["async/turns_spanning_versions"] for r in rows)
+    for turn in spanning:  # pushes only move forward, each at a chunk boundary inside the response
+        versions = [turn["info"]["policy_version"]] + [v for _, v in turn["info"]["policy_version_switches"]]
+        assert versions == sorted(set(versions))
+        assert all(0 < at < turn["response_tokens"] and at % 4 == 0
+                   for at, _ in turn["info"]["policy_version_switches"])
+    print(f"{len(spanning)} of {len(turns)} turns spanned two versions")

@@ -3,8 +3,10 @@
 Each replica is `engine.tensor_parallel_size` devices wide (GPUs) or `engine.replica_cpus` threads (CPU), placed by
 one placement group (a bundle per replica, spread over nodes by default). A generate call is split by the router
 (sticky per episode key, least-loaded otherwise), the parts run on their replicas at once and come back in the
-caller's order, each completion marked with the weight version that sampled it. Weights reach every replica over one
-process group (gloo on CPU, NCCL on GPU: `weight_group.py`) or, as the fallback, through Ray's object store.
+caller's order, each completion marked with the weight version that sampled it (with `engine.interrupt_tokens` a
+push may land inside a call: the completion then lists where the version changed, `interruptible.py`). Weights
+reach every replica over one process group (gloo on CPU, NCCL on GPU: `weight_group.py`) or, as the fallback,
+through Ray's object store.
 
 Faults: a replica that dies while generating or scoring is restarted on its bundle, given the current weights (from
 `weight_source`, the learner's export) and its part of the call is submitted again, at most `max_restarts` times per
@@ -93,6 +95,11 @@ def free_resources(bundle: dict[str, float], n: int, wait_s: float = 15.0) -> di
         time.sleep(0.25)
 
 
+def _first(chunked: int | None, call: int) -> int:
+    """A completion's version: its first chunk's (interruptible generation), else the call's."""
+    return call if chunked is None else chunked
+
+
 class ReplicatedEngine:
     """The RolloutEngine protocol over `options.replicas` Ray-hosted engines (see the module docstring)."""
 
@@ -142,11 +149,12 @@ class ReplicatedEngine:
 
         strategy = PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=index)
         threads = self.options.replica_cpus
+        interrupt = self.options.interrupt_tokens
         remote = ray.remote(EngineReplica).options(
             num_cpus=self.bundle.get("CPU", 0), num_gpus=self.bundle.get("GPU", 0), scheduling_strategy=strategy,
             runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads), "VLLM_LOGGING_LEVEL": "ERROR"}},
-            max_restarts=0)
-        return remote.remote(index, self.name, self.spec, self.engine_options, threads)
+            max_restarts=0, max_concurrency=4 if interrupt else 1)  # a push (and pings) beside a generate call
+        return remote.remote(index, self.name, self.spec, self.engine_options, threads, interrupt)
 
     def _restart(self, index: int, error: BaseException) -> None:
         """A new actor on replica `index`'s bundle, with the current weights and the sampling stream reseeded."""
@@ -214,7 +222,7 @@ class ReplicatedEngine:
         out: list[Completion | None] = [None] * len(prompts)
         for r, (version, completions) in results.items():
             for i, completion in zip(by_replica[r], completions, strict=True):
-                out[i] = replace(completion, policy_version=version, replica=r)
+                out[i] = replace(completion, policy_version=_first(completion.policy_version, version), replica=r)
         return [c for c in out if c is not None]
 
     # ------------------------------------------------------------------------------------------ lanes
@@ -238,7 +246,7 @@ class ReplicatedEngine:
         results = self._call({lane: lambda actor: actor.generate.remote(prompts, sampling, interventions)},
                              submitted={lane: ref})
         version, completions = results[lane]
-        return [replace(c, policy_version=version, replica=lane) for c in completions]
+        return [replace(c, policy_version=_first(c.policy_version, version), replica=lane) for c in completions]
 
     def score(self, prompts: list[list[int]], responses: list[list[int]]) -> list[list[float]]:
         n = len(self.actors)

@@ -8,7 +8,7 @@ from typing import Any
 from agentforge.errors import ConfigError
 
 REPLICA_KEYS = ("replicas", "replica_cpus", "colocate", "weight_sync", "sync_backend", "sync_bucket_mb",
-                "sync_timeout_s", "sync_port", "placement_strategy", "max_restarts")
+                "sync_timeout_s", "sync_port", "placement_strategy", "max_restarts", "interrupt_tokens")
 WEIGHT_SYNC = ("process_group", "object_store")
 
 
@@ -24,6 +24,7 @@ class ReplicaOptions:
     sync_port: int = 0
     placement_strategy: str = "SPREAD"
     max_restarts: int = 3
+    interrupt_tokens: int = 0  # 0: a push waits for the replica's generate call; N: it lands within N tokens
 
     @classmethod
     def split(cls, engine_options: dict[str, Any]) -> tuple[ReplicaOptions, dict[str, Any]]:
@@ -42,6 +43,13 @@ class ReplicaOptions:
         if self.replicas is not None and self.replicas < 1:
             raise ConfigError(f"engine.replicas={self.replicas}: use 1 or more Ray-hosted engines, or null for the "
                               "in-process engine")
+        if self.interrupt_tokens < 0:
+            raise ConfigError(f"engine.interrupt_tokens={self.interrupt_tokens} must be >= 0 (0: pushes wait for "
+                              "a replica's generate call to end)")
+        if self.interrupt_tokens and self.replicas is None:
+            raise ConfigError(f"engine.interrupt_tokens={self.interrupt_tokens} lets a weight push interrupt a "
+                              "replica's generation; the in-process engine (engine.replicas=null) is never pushed to "
+                              "while it generates: set engine.replicas, or engine.interrupt_tokens=0")
         if self.replica_cpus < 1:
             raise ConfigError(f"engine.replica_cpus={self.replica_cpus} must be >= 1")
         if self.weight_sync not in WEIGHT_SYNC:
