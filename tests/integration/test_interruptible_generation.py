@@ -19,6 +19,7 @@ from agentforge.engines.replicas.actor import EngineReplica
 from agentforge.engines.replicas.interruptible import can_interrupt, generate_in_chunks
 from agentforge.errors import ConfigError
 from agentforge.types import SamplingConfig
+from tests.integration.test_engine_replicas import perturbed
 
 pytestmark = pytest.mark.integration
 
@@ -38,12 +39,6 @@ def one_thread(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
     yield
     torch.set_num_threads(threads)
-
-
-def perturbed(spec, scale: float) -> list[tuple[str, torch.Tensor]]:
-    from agentforge.engines.shared import checkpoint_tensors
-
-    return [(n, t * scale if t.is_floating_point() else t) for n, t in checkpoint_tensors(spec.path)]
 
 
 def chunked(engine, prompts, sampling, chunk):
@@ -81,7 +76,7 @@ def test_chunks_sample_what_one_call_samples_also_across_a_stop_string(name, tin
         engine.close()
 
 
-def test_a_call_with_an_intervention_or_a_presence_penalty_is_not_split(tiny_tokenizer):
+def test_a_call_with_an_intervention_or_a_presence_penalty_is_not_split():
     spec = InterventionSpec("slot_fill", {"prefix": [1], "free": 1, "suffix": [2]})
     assert can_interrupt(GREEDY, [None, None])
     assert not can_interrupt(GREEDY, [None, spec])

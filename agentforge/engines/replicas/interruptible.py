@@ -6,7 +6,8 @@ generation: abort, load the weights, resubmit prompt + partial output; vLLM's of
 aborted, so the replica stops at a chunk boundary instead, at most N tokens late). The KV cache is recomputed after a
 push: loading weights drops vLLM's prefix cache (its KV was computed by the old weights), so the continuation
 prefills prompt + partial output again with the new ones. Without a push the prefix cache keeps the previous chunk's
-KV, and a chunk costs one extra short prefill.
+KV in whole blocks, and a chunk re-prefills each response's partial last block (up to `engine.block_size` − 1
+tokens: measured in benchmarks/interruptible.py).
 
 Every token keeps the log-prob of the weights that sampled it; a response that spans two versions says so in
 `Completion.version_switches` (token index, version), its `policy_version` being the oldest.
@@ -87,17 +88,16 @@ def generate_in_chunks(run_chunk: RunChunk, tokenizer: object, prompts: list[lis
             elif version != (response.switches[-1][1] if response.switches else response.version):
                 response.switches.append((sofar, version))
             response.extend(part)
-            done = part.finish_reason != "length" or len(part.token_ids) < step or len(response.ids) >= \
-                sampling.max_new_tokens
+            done = (part.finish_reason != "length" or len(part.token_ids) < step
+                    or len(response.ids) >= sampling.max_new_tokens
+                    or (max_model_len is not None and len(response.prompt) + len(response.ids) >= max_model_len))
             if first:
                 response.text, response.finish = part.text, part.finish_reason
-            else:  # the text of the whole response, cut at a stop string (also one across the chunk boundary)
+            elif done or sampling.stop:  # decode the whole response: its text, a stop string across the boundary
                 ids, response.text, stopped = cut_at_stop(tokenizer, response.ids, sampling.stop)
                 response.truncate(len(ids))
                 response.finish = "stop" if stopped else part.finish_reason
                 done = done or stopped
-            if max_model_len is not None and len(response.prompt) + len(response.ids) >= max_model_len:
-                done = True
             if not done:
                 still.append(i)
         live, first = still, False
