@@ -40,7 +40,11 @@ commands:
                requeued and resumed before the time limit (`agentforge launch help`; --dry-run prints the script)
   config       every config key with its type, default and help (agentforge config [group [option]])
   envs list    list the registered environments
-  envs check   build each env and play one random episode
+  envs check   build each env (or the ones named) and play one random episode
+  export       a run's checkpoint as a self-contained Hugging Face folder: LoRA merged (or adapter_only=true),
+               tokenizer, chat template, generation config, model card; push_to_hub=<repo> (export --help)
+  serve        the OpenAI-compatible API (chat completions with tools, /v1/models) on a checkpoint or an
+               exported folder, loopback + bearer token (serve --help)
 
 examples:
   agentforge train recipe=gigpo_sokoban
@@ -57,6 +61,9 @@ examples:
   agentforge launch slurm recipe=tjpo_alfworld nodes=2 cpus_per_node=16 time=12:00:00 --dry-run
   agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
   agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
+  agentforge export runs/train/<time> dtype=bf16    (writes runs/train/<time>/export/iter_<N>)
+  agentforge serve runs/train/<time>/export/iter_<N> port=8000
+  agentforge envs check sokoban search_qa
 """
 
 
@@ -93,7 +100,7 @@ def _run_sft(cfg: DictConfig) -> None:
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
     "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "rft": _run_rft, "eval": _run_eval,
 }
-PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config")
+PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config", "export", "serve")
 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
@@ -264,6 +271,14 @@ def main(argv: list[str] | None = None) -> int:
             from agentforge.schema.docs import config_command
 
             return config_command(rest)
+        if command == "export":
+            from agentforge.export.command import export_command
+
+            return export_command(rest)
+        if command == "serve":
+            from agentforge.serving.command import serve_command
+
+            return serve_command(rest)
         if command not in HYDRA_COMMANDS:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)
