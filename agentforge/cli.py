@@ -164,38 +164,6 @@ def mark_failed(cfg: DictConfig, error: BaseException) -> None:
             (run_dir / FAILED_MARKER).write_text(f"{type(error).__name__}: {error}\n")
 
 
-def envs_command(args: list[str]) -> int:
-    from agentforge.envs import ENVS
-    from agentforge.envs.base import make_env
-    from agentforge.tasks import TaskSampler
-
-    action = args[0] if args else "list"
-    if action == "list":
-        for name in ENVS.names():
-            print(name)
-        return 0
-    if action == "check":
-        import random
-
-        failures = 0
-        for name in ENVS.names():
-            try:
-                env = make_env(name)
-                obs = env.reset(TaskSampler(name).sample(1)[0])
-                steps, done = 0, False
-                while not done and steps < 20:
-                    result = env.step(random.choice(obs.admissible or ["look"]))
-                    obs, done, steps = result.observation, result.done, steps + 1
-                env.close()
-                print(f"{name}: ok ({steps} random steps)")
-            except AgentforgeError as error:  # a missing extra or data: say which, keep checking the others
-                failures += 1
-                print(f"{name}: unavailable: {error}")
-        return 1 if failures else 0
-    print(f"unknown envs action {action!r}; use: agentforge envs list | agentforge envs check", file=sys.stderr)
-    return 2
-
-
 _VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir",
                 "-cd", "--experimental-rerun", "--info", "-i"}
 
@@ -254,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     try:
         if command == "envs":
+            from agentforge.envs_command import envs_command
+
             return envs_command(rest)
         if command == "sweep-report":
             from agentforge.evaluation.sweep_report import sweep_report_command
@@ -270,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         if command == "config":
             from agentforge.schema.docs import config_command
 
+            if any(a in ("-h", "--help") for a in rest):  # the group list is its help
+                print("usage: agentforge config [group [option]] [--markdown] | --sync-docs")
+                rest = [a for a in rest if a not in ("-h", "--help")][:0]
             return config_command(rest)
         if command == "export":
             from agentforge.export.command import export_command
