@@ -150,6 +150,8 @@ class TrainerSchema:
     eval_tasks: int = opt(8, "held-out eval seeds", ge=1)
     eval_group_size: int = opt(1, "rollouts per eval task", ge=1)
     eval_temperature: float = opt(0.4, "eval sampling temperature", ge=0)
+    eval_floor: bool = opt(True, "add the random floor (a uniformly random admissible action on the eval tasks) "
+                           "to the summary and a paired verdict against it")
     checkpoint_every: int = opt(5, "iterations between checkpoints (0: none)", ge=0)
     keep_checkpoints: int = opt(2, "checkpoints kept (the oldest are deleted)", ge=1)
     log_samples: int = opt(2, "trajectories per iteration written to samples.jsonl", ge=0)

@@ -36,7 +36,7 @@ from agentforge.learner import Learner
 from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.learner.memory import check_memory_fit
 from agentforge.reliability.reaper import start_reaper
-from agentforge.rollout.metrics import diversity_summary, rollout_summary
+from agentforge.rollout.metrics import diversity_summary, episode_outcomes, rollout_summary
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
@@ -61,7 +61,7 @@ from agentforge.training.dynamic_sampling import DynamicSampling, play_with_sign
 from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.preflight import preflight
-from agentforge.training.summary import eval_row, summary_table, verdict, view_hint
+from agentforge.training.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -139,6 +139,8 @@ class Trainer:
         self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
         self.start_iteration = 0
         self.history: dict[str, dict[str, float]] = {}
+        self.eval_outcomes: dict[str, dict[str, list[bool]]] = {}  # per eval, per task: won? (paired verdicts)
+        self.clock = {"train_seconds": 0.0, "episodes": 0}  # time-to-success: training time (no eval), episodes
         self.max_staleness = max_staleness(cfg)  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
         if self.max_staleness and learner_cfg.old_logprobs == "engine":
             console.print("[yellow]asynchronous training with learner.old_logprobs=engine clips around the stale "
@@ -165,6 +167,8 @@ class Trainer:
         state = checkpoint.trainer_state
         self.sampler.load_state_dict(state["sampler"])
         self.history = state.get("history", {})
+        self.eval_outcomes = state.get("eval_outcomes", {})
+        self.clock.update(state.get("clock", {}))
         if self.kl_penalty is not None:
             self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
@@ -206,8 +210,16 @@ class Trainer:
         groups = result.groups
         summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
+        summary.update(self._clock_metrics())
         self.history[str(iteration)] = summary
+        self.eval_outcomes[str(iteration)] = episode_outcomes(groups)
         return summary
+
+    def _clock_metrics(self) -> dict[str, float]:
+        """Where the run stands in training time (rollout, update, sync and warm start; evals not counted) and in
+        episodes played for training: the x axes of time-to-success."""
+        return {"time/train_elapsed": round(self.clock["train_seconds"], 3),
+                "train/episodes_total": float(self.clock["episodes"])}
 
     def play(self, iteration: int, progress: TrainProgress | None = None) -> tuple[Any, list[Group], dict[str, float]]:
         """The iteration's groups: one batch of tasks, or with DAPO's dynamic sampling as many batches as it takes
@@ -282,7 +294,10 @@ class Trainer:
             console.print(f"[yellow]iteration {iteration + 1}: update skipped (non-finite values; the learner's "
                           f"warning names them): {learner_metrics}")
 
+        self.clock["train_seconds"] += time.perf_counter() - started
+        self.clock["episodes"] += int(sum(len(g.trajectories) for g in played))
         metrics: dict[str, Any] = {f"train/{k}": v for k, v in summary.items()}
+        metrics.update(self._clock_metrics())
         metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
         metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
@@ -313,8 +328,11 @@ class Trainer:
             if self.tcfg.eval_before:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
+                self.eval_outcomes["base"] = self.eval_outcomes.pop("0")
                 first.update({k.replace("eval/", "base/"): v for k, v in base.items()})
+            started = time.perf_counter()
             first.update(self.warm_start(progress))
+            self.clock["train_seconds"] += time.perf_counter() - started
         if self.tcfg.eval_before:
             first.update(self.evaluate(0, progress))
         if first:
@@ -360,7 +378,8 @@ class Trainer:
 
     def save_checkpoint(self, iteration: int) -> None:
         with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
-            state = {"sampler": self.sampler.state_dict(), "history": self.history}
+            state = {"sampler": self.sampler.state_dict(), "history": self.history,
+                     "eval_outcomes": self.eval_outcomes, "clock": self.clock}
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
             pending = self.producer.pending() if self.producer is not None else []
@@ -430,8 +449,11 @@ class Trainer:
             console.print("[yellow]stopped before the first checkpoint: nothing to resume from")
 
     def report(self) -> dict[str, Any]:
+        floor = self._floor() if self.history else None
+        floor_rate = floor_row(floor)["success"] if floor else None
         plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
-                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}")
+                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}",
+                                    floor=floor_rate)
         evals = sorted(((k, v) for k, v in self.history.items() if k != "base"), key=lambda kv: int(kv[0]))
         summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
         rows = []
@@ -443,20 +465,47 @@ class Trainer:
             summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}
             warm = " (after the warm start)" if "base" in self.history and int(evals[0][0]) == 0 else ""
             rows += [eval_row(f"iteration {k}{warm if k == '0' else ''}", v) for k, v in evals]
+        if floor and rows:
+            rows.append(floor_row(floor))
         if rows:
             summary["evals"] = rows
             console.print(summary_table(rows))
-            if len(rows) > 1:
-                verdicts = [verdict(rows[0], rows[-1])]
-                if len(rows) > 2 and "base" in self.history:  # the RL part alone: after the warm start → the end
-                    verdicts.append(verdict(rows[1], rows[-1]))
-                summary["verdict"] = verdicts
-                for line in verdicts:
-                    console.print(line, highlight=False)
+            named = [(row["name"], self.eval_outcomes[key]) for row, key in zip(
+                rows, (["base"] if "base" in self.history else []) + [k for k, _ in evals], strict=False)
+                if key in self.eval_outcomes]
+            records = run_verdicts(named, floor)
+            lines = [r["text"] for r in records]
+            model_rows = [r for r in rows if r.get("valid_format") is not None]
+            if len(model_rows) > 1:
+                lines.append(verdict(model_rows[0], model_rows[-1]))
+            if records:
+                summary["verdicts"] = records
+            if lines:
+                summary["verdict"] = lines
+            for line in lines:
+                console.print(line, highlight=False)
+            summary["eval_outcomes"] = self.eval_outcomes
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         console.print(f"run dir: {self.run_dir}\ncurves: {plot}\ntrajectories: {view_hint(self.run_dir)}",
                       soft_wrap=True)  # paths to copy: never folded
         return summary
+
+    def _floor(self) -> dict[str, list[bool]] | None:
+        """The random-admissible-action floor on the eval tasks (trainer.eval_floor), None where the env lists no
+        admissible actions or the floor cannot be played (said once, never fatal: it is a reference row)."""
+        if not self.tcfg.get("eval_floor", True) or self.cfg.env.name == "agent":
+            return None
+        from agentforge.builders import without_name
+        from agentforge.evaluation.floor import NoFloor, random_floor
+
+        try:
+            return random_floor(str(self.cfg.env.name), without_name(self.cfg.env), self.eval_tasks,
+                                int(self.cfg.agent.max_turns), int(self.tcfg.eval_group_size), int(self.cfg.seed))
+        except NoFloor as reason:
+            log.info("no random floor: %s", reason)
+        except Exception as error:  # a reference row must not fail a finished run
+            log.warning("the random floor could not be played: %s", error)
+        return None
 
     def close(self) -> None:
         if self.producer is not None:
