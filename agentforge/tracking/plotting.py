@@ -84,7 +84,8 @@ def plot_training_curves(
             if key.startswith(("eval/", "base/")):  # evals (the model as given too): points with error bars
                 errors = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, intervals, strict=True)],
                           [max(0.0, hi - y) for y, (_, hi) in zip(ys, intervals, strict=True)]] if known else None
-                ax.errorbar(xs, ys, yerr=errors, linestyle="--", marker="s" if key.startswith("base/") else "o", capsize=3,
+                marker = "s" if key.startswith("base/") else "o"
+                ax.errorbar(xs, ys, yerr=errors, linestyle="--", marker=marker, capsize=3,
                             label=f"{key} (95 %)" if known else key)
             else:
                 (line,) = ax.plot(xs, ys, label=key)
