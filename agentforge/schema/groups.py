@@ -253,3 +253,6 @@ class TopLevelSchema:
     resume: bool | str = opt(False, "true: the newest run with checkpoints; a run dir; auto: this run dir's own")
     run_dir: str = opt("", "the run's folder (Hydra's output dir)")
     checkpoint: str | None = opt(None, "`agentforge eval`: a train run dir, a checkpoint dir or an HF model dir")
+    compare: str | None = opt(None, "`agentforge eval`: a second policy (run/checkpoint/model dir, or `base`: the "
+                              "recipe's model as shipped) played on the same tasks and seeds; adds its row and the "
+                              "paired difference in success")
