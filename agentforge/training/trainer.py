@@ -204,6 +204,7 @@ class Trainer:
 
     def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
         """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
+        started = time.perf_counter()
         self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
         callback = progress.rollout_callback("eval") if progress else None
         result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, int(self.tcfg.eval_group_size), callback)
@@ -211,6 +212,7 @@ class Trainer:
         summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
         summary.update(self._clock_metrics())
+        summary["time/eval"] = time.perf_counter() - started
         self.history[str(iteration)] = summary
         self.eval_outcomes[str(iteration)] = episode_outcomes(groups)
         return summary
@@ -329,7 +331,8 @@ class Trainer:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
                 self.eval_outcomes["base"] = self.eval_outcomes.pop("0")
-                first.update({k.replace("eval/", "base/"): v for k, v in base.items()})
+                first.update({k.replace("eval/", "base/"): v for k, v in base.items() if k.startswith("eval/")})
+                first["time/base_eval"] = base["time/eval"]
             started = time.perf_counter()
             first.update(self.warm_start(progress))
             self.clock["train_seconds"] += time.perf_counter() - started
