@@ -47,7 +47,7 @@ def table_columns(descriptors: list[str], present: set[str] | None = None) -> li
 def success_cell(metrics: dict[str, Any], digits: int = 4) -> str:
     """The success rate with its 95 % Wilson interval over the row's episodes, so rows can be read as beyond noise
     (intervals apart) or not."""
-    from agentforge.stats import wilson_interval
+    from agentforge.evaluation.stats import wilson_interval
 
     value, episodes = metrics.get("success_rate"), metrics.get("episodes")
     text = _number(value, digits)

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.stats import clopper_pearson, mcnemar_exact_p, paired_difference, pairs_needed, wilson_interval
+from agentforge.evaluation.stats import (
+    clopper_pearson,
+    mcnemar_exact_p,
+    paired_difference,
+    pairs_needed,
+    wilson_interval,
+)
 from agentforge.training.summary import floor_row, run_verdicts
 
 pytestmark = pytest.mark.unit
@@ -47,7 +53,7 @@ def test_pairing_sees_a_gain_that_unpaired_intervals_miss():
     # 100 tasks; 30 solved by both, 10 gained, 0 lost: 30 % -> 40 %. Wilson intervals overlap, the paired test does not.
     before = outcomes("1" * 30 + "0" * 70)
     after = outcomes("1" * 40 + "0" * 60)
-    (a_lo, a_hi), (b_lo, b_hi) = wilson_interval(30, 100), wilson_interval(40, 100)
+    a_hi, b_lo = wilson_interval(30, 100)[1], wilson_interval(40, 100)[0]
     assert a_hi > b_lo  # unpaired: within noise
     assert paired_difference(before, after).beyond_noise
 

@@ -1,7 +1,7 @@
 """Rates and paired differences with 95 % intervals: the statistics every eval table and verdict uses.
 
-It stands at the ground floor (imports nothing of agentforge), so summaries, plots, eval reports and sweep reports
-share one definition.
+It stands at the ground floor (imports nothing of agentforge; evaluation/__init__ holds only a docstring), so
+summaries, plots, eval reports and sweep reports share one definition.
 
 Why paired: two evals of the same held-out tasks with the same sampling seeds share most of their variance (an easy
 room is solved by both policies). Comparing two independent Wilson intervals throws that away and needs ~2× the
