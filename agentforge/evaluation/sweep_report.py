@@ -10,7 +10,8 @@ it never stops the report.
 `--baseline <job | key=value[,key=value]>` names the row every other job is compared with, paired task by task on
 the final eval's per-task outcomes (summary.json's `eval_outcomes`: the same held-out tasks and sampling seeds in
 every job of a sweep): the difference in success with its 95 % interval (agentforge/evaluation/stats.py), matched
-seed by seed when the baseline has a job per seed. The random floor (summary.json's "random floor" row) is drawn on the plot.
+seed by seed when the baseline has a job per seed. The random floor (summary.json's "random floor" row) is drawn
+on the plot.
 """
 
 from __future__ import annotations
