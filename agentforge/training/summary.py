@@ -5,8 +5,8 @@ between two evals means something only when it is larger than their noise. Rates
 (well-behaved at 0 and 1, unlike ±2σ). Two evals of one run play the same held-out tasks with the same sampling
 seeds, so the verdict between them is *paired* (agentforge/evaluation/stats.py: exact McNemar with one episode per
 task, a task bootstrap with several): the difference in success with its own 95 % interval, beyond noise when
-that interval excludes zero. The floor row (a uniformly random admissible action on the same tasks) says how much of a rate is
-the task being easy.
+that interval excludes zero. The floor row (a uniformly random admissible action on the same tasks) says how much
+of a rate is the task being easy.
 """
 
 from __future__ import annotations
