@@ -195,8 +195,9 @@ class VLLMEngine:
     """`vllm.LLM` behind the RolloutEngine protocol.
 
     Options are the `engine` config group's. `dtype` defaults to the model's; `enforce_eager` to True on CPU
-    (compiled mode starts in minutes there); `block_size` to CPU_BLOCK_SIZE on CPU; `kv_cache_space_gb` (CPU) is the KV cache's size in GiB (the config's
-    `auto` is sized from the workload by `builders.build_engine`; `VLLM_CPU_KVCACHE_SPACE`, if set, still wins);
+    (compiled mode starts in minutes there); `block_size` to CPU_BLOCK_SIZE on CPU; `kv_cache_space_gb` (CPU) is
+    the KV cache's size in GiB (the config's `auto` is sized from the workload by `builders.build_engine`;
+    `VLLM_CPU_KVCACHE_SPACE`, if set, still wins);
     `max_num_batched_tokens` is raised to at least `max_model_len` so a prompt's prefill is never chunked;
     `enable_sleep_mode` lets `sleep()` free GPU memory. vLLM caches its environment settings once the first
     engine of a process has started, so every engine of one process should use the same `in_process`.
