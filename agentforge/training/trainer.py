@@ -510,6 +510,10 @@ def warn_about_the_objective(learner_cfg: Any) -> None:
                     "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
                     "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
                     "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
+    loss = learner_cfg.loss
+    if loss.agg_mode is not None and loss.policy_aggregation() != loss.aggregation():
+        log.warning("learner.loss.agg_mode=%s aggregates the KL and entropy terms only: %s's policy term is always "
+                    "%s (as verl)", loss.agg_mode, spec.policy_loss, loss.policy_aggregation())
 
 
 def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
