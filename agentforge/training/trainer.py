@@ -47,6 +47,7 @@ from agentforge.training.asynchronous import (
     lag_clip_fractions,
     lag_metrics,
     mark_lags,
+    oldest_lag,
     staleness,
 )
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
@@ -62,6 +63,7 @@ from agentforge.training.interrupt import Preempted, critical, preemption_reques
 from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.preflight import preflight
 from agentforge.training.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
+from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -148,6 +150,7 @@ class Trainer:
                           "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
         self.producer: RolloutProducer | None = None
         self._pending: list[PlayedBatch] = []  # played, not yet trained (from a checkpoint)
+        self.updates = UpdateLedger()  # weight versions (one per push) and the iterations that trained nothing
 
     # ------------------------------------------------------------------------------------------------ resume
     def _restore(self) -> None:
@@ -173,8 +176,12 @@ class Trainer:
             self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
         self._pending = checkpoint.pending_rollouts
+        self.updates.load_state_dict(state, checkpoint.iteration)
         set_rng_state(checkpoint.rng)
         self.start_iteration = checkpoint.iteration
+        continue_from = getattr(self.engine, "continue_from", None)  # replicas: engine/version goes on, not from 1
+        if continue_from is not None and state.get("engine_version") is not None:
+            continue_from(int(state["engine_version"]))
         self._sync_weights()
         self.tracker.truncate_after(checkpoint.iteration)
         console.print(f"resumed from {checkpoint.path} (iteration {checkpoint.iteration})")
@@ -243,15 +250,28 @@ class Trainer:
     def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         async_metrics: dict[str, float] = {}
+        version = self.updates.version  # the weights this batch trains: one version per push, not per iteration
+        kept = next((b for b in self._pending if b.iteration == iteration), None) if self.producer is None else None
         if self.producer is not None:  # played ahead while the learner trained; at most k versions old
             if progress:
                 progress.phase(f"waiting for rollout {iteration + 1} (played ahead)")
             batch, waited = self.producer.take(iteration)
             result, played, dynamic_metrics = batch.result, batch.played, batch.dynamic_metrics
-            groups, async_metrics = staleness(result.groups, iteration, self.max_staleness)
+            groups, async_metrics = staleness(result.groups, version, self.max_staleness)
             async_metrics.update({"async/learner_wait_s": waited, "async/rollout_seconds": batch.seconds,
                                   "async/batches_ahead": float(len(self.producer.ready))})
             t_rollout = waited
+        elif kept is not None:  # resumed with max_staleness=0 from an asynchronous checkpoint: its tasks are drawn
+            self._pending.remove(kept)
+            result, played, dynamic_metrics = kept.result, kept.played, kept.dynamic_metrics
+            groups, async_metrics = staleness(result.groups, version, oldest_lag(result.groups, version))
+            message = (f"iteration {iteration + 1}: training the batch an asynchronous run played before its "
+                       f"checkpoint (turns up to {int(async_metrics['async/staleness_max'])} version(s) old) although "
+                       "trainer.asynchronous.max_staleness=0: its tasks were already drawn, and playing new ones "
+                       "would skip them for good")
+            log.warning(message)
+            console.print(f"[yellow]{message}")
+            t_rollout = 0.0
         else:
             result, played, dynamic_metrics = self.play(iteration, progress)
             groups = result.groups
@@ -265,9 +285,9 @@ class Trainer:
         if progress:
             progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
         prepare_metrics = self.learner.prepare(samples)  # old log-probs fixed (recompute), correction, reference
-        if self.producer is not None:  # the staleness's cost: behaviour vs proximal policy, per version lag
-            async_metrics.update(lag_metrics(samples, owners, iteration))
-            mark_lags(samples, owners, iteration)
+        if async_metrics:  # played ahead: the staleness's cost, behaviour vs proximal policy, per version lag
+            async_metrics.update(lag_metrics(samples, owners, version))
+            mark_lags(samples, owners, version)
         kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
         t_prepare = time.perf_counter() - t0
 
@@ -286,7 +306,9 @@ class Trainer:
         t_update = time.perf_counter() - t0 + t_prepare
 
         self._engine_wake()
-        t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
+        updated = bool(samples) and not learner_metrics.get("skipped")
+        t_sync = self._sync_weights() if updated else 0.0  # a refused update pushes nothing: no new version
+        stalled = self.updates.record(iteration + 1, updated)
         if self.producer is not None:
             self.producer.updated(iteration + 1)  # the next batch within the bound may start
         if not samples:
@@ -295,6 +317,8 @@ class Trainer:
         elif learner_metrics.get("skipped"):
             console.print(f"[yellow]iteration {iteration + 1}: update skipped (non-finite values; the learner's "
                           f"warning names them): {learner_metrics}")
+        if stalled:
+            console.print(f"[bold red]{stalled}")
 
         self.clock["train_seconds"] += time.perf_counter() - started
         self.clock["episodes"] += int(sum(len(g.trajectories) for g in played))
@@ -305,6 +329,7 @@ class Trainer:
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update(async_metrics)
+        metrics.update(self.updates.metrics())
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
             "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
@@ -382,7 +407,8 @@ class Trainer:
     def save_checkpoint(self, iteration: int) -> None:
         with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
             state = {"sampler": self.sampler.state_dict(), "history": self.history,
-                     "eval_outcomes": self.eval_outcomes, "clock": self.clock}
+                     "eval_outcomes": self.eval_outcomes, "clock": self.clock, **self.updates.state_dict(),
+                     "engine_version": getattr(self.engine, "version", None)}
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
             pending = self.producer.pending() if self.producer is not None else []
@@ -395,12 +421,13 @@ class Trainer:
 
     def _start_producer(self, first: int, last: int) -> RolloutProducer:
         """Asynchronous training: rollout from `first` on, in a thread, beside the learner."""
-        base = int(getattr(self.engine, "version", 0))  # the engine's push counter now = learner version `first`
+        base = int(getattr(self.engine, "version", 0))  # the engine's push counter now = weight version `start`
+        start = self.updates.version  # each later push is one version more (a refused update pushes nothing)
         pending, self._pending = [b for b in self._pending if b.iteration >= first], []
         console.print(f"asynchronous training: rollout runs up to {self.max_staleness} version(s) ahead of the "
                       f"learner{f' ({len(pending)} batch(es) played before the checkpoint)' if pending else ''}")
         return RolloutProducer(lambda i: self.play(i, None), first, int(self.tcfg.iterations), self.max_staleness,
-                               lambda version: first + int(version) - base, pending).start()
+                               lambda version: start + int(version) - base, pending).start()
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
@@ -488,6 +515,10 @@ class Trainer:
             for line in lines:
                 console.print(line, highlight=False)
             summary["eval_outcomes"] = self.eval_outcomes
+        untrained = self.updates.summary_line(int(self.tcfg.iterations))
+        if untrained:
+            summary["untrained_iterations"] = list(self.updates.untrained)
+            console.print(f"[bold red]{untrained}", highlight=False)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         console.print(f"run dir: {self.run_dir}\ncurves: {plot}\ntrajectories: {view_hint(self.run_dir)}",
                       soft_wrap=True)  # paths to copy: never folded
@@ -531,6 +562,10 @@ def warn_about_the_objective(learner_cfg: Any) -> None:
                     "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
                     "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
                     "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
+    loss = learner_cfg.loss
+    if loss.agg_mode is not None and loss.policy_aggregation() != loss.aggregation():
+        log.warning("learner.loss.agg_mode=%s aggregates the KL and entropy terms only: %s's policy term is always "
+                    "%s (as verl)", loss.agg_mode, spec.policy_loss, loss.policy_aggregation())
 
 
 def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
