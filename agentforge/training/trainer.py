@@ -436,7 +436,7 @@ class Trainer:
         if self.resuming:
             self._restore()
         try:
-            with TrainProgress(iterations, self.start_iteration) as progress:
+            with TrainProgress(iterations, self.start_iteration, int(self.cfg.agent.max_turns)) as progress:
                 if self.start_iteration == 0:
                     self._start(progress)
                 for iteration in range(self.start_iteration, iterations):
