@@ -133,7 +133,10 @@ class LearnerConfig:
     grad_clip: float = opt(1.0, "gradient norm clip (0: off)", ge=0)
     micro_batch_tokens: int = opt(1024, "padded tokens per forward pass (rows x longest row)", ge=2)
     gradient_checkpointing: bool = opt(False, "recompute activations in backward (less memory, slower)")
-    share_prompts: bool = opt(True, "turns with identical prompts share one forward/backward of it")
+    sharing: str = opt("prefix", "prefix: samples sharing a token prefix run it once (prefix tree, tree attention "
+                                 "mask) | prompt: only identical prompts | none", choices=("prefix", "prompt", "none"))
+    skip_zero_advantage: bool = opt(True, "leave samples with advantage exactly 0 out of forward/backward where that "
+                                          "is exact (built-in policy loss, no KL in the loss, no entropy bonus)")
     lora: LoraSettings = opt(LoraSettings(), "")
     loss: LossSettings = opt(LossSettings(), "")
     old_logprobs: str = opt("engine", "engine: the rollout engine's log-probs | recompute: the learner's forward "
@@ -165,6 +168,10 @@ class LearnerConfig:
     def from_mapping(cls, values: Mapping[str, Any] | None) -> LearnerConfig:
         """Build from a plain or OmegaConf mapping (the Hydra `learner` group); unknown keys are errors."""
         values = _to_plain(values or {})
+        if "share_prompts" in values:
+            raise ConfigError("learner.share_prompts was replaced by learner.sharing: prefix (shared token prefixes "
+                              "run once, the default) | prompt (identical prompts only; share_prompts=true) | none "
+                              "(share_prompts=false)")
         _reject_unknown("learner", values, cls)
         kwargs = dict(values)
         if "lora" in kwargs:
@@ -188,6 +195,16 @@ class LearnerConfig:
     @property
     def sampling_temperature(self) -> float:
         return 1.0 if self.temperature is None else float(self.temperature)
+
+    def zero_advantage_skippable(self) -> bool:
+        """Whether leaving zero-advantage samples out changes nothing but time: every built-in policy loss is
+        A times a finite factor per token, so such a sample adds exactly 0 to the loss and its gradient, as long as no
+        term without A is in the loss (KL to the reference, entropy bonus). Denominators still count it."""
+        from agentforge.learner.objective.policy import POLICY_LOSSES
+
+        loss = self.loss
+        return (self.skip_zero_advantage and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
+                and not (loss.kl_coef > 0 and loss.kl_in == "loss") and loss.entropy_coef == 0)
 
     def objective_spec(self) -> Any:
         """The loss options resolved (the policy loss's own clip bounds and aggregation where left null)."""
