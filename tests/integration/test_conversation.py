@@ -153,3 +153,18 @@ def test_a_conversation_trains_the_same_with_shared_execution(engine, tiny_model
         diff = (results[True][2][name] - tensor).abs()
         assert int((diff > 1e-5).sum()) <= max(1, tensor.numel() // 2000), name
     assert torch.is_tensor(next(iter(results[True][2].values())))
+
+
+def test_expert_warm_start_data_has_the_conversation_format(engine):
+    """SFT data in conversation mode is built the way rollouts build prompts: each turn extends the last."""
+    from agentforge.envs.sokoban import SokobanEnv
+    from agentforge.training.sft import EXPERTS, expert_trajectory
+
+    task = TaskSampler("sokoban", "train").sample(1)[0]
+    actions = EXPERTS.get("sokoban")(task, ENV_OPTIONS)
+    trajectory = expert_trajectory(task, actions, SokobanEnv(**ENV_OPTIONS), TEMPLATE, engine.tokenizer,
+                                   conversation(max_turns=20))
+    assert trajectory.won and trajectory.length == len(actions) >= 2
+    for before, after in zip(trajectory.turns, trajectory.turns[1:], strict=False):
+        head = [*before.prompt_ids, *before.response_ids]
+        assert after.prompt_ids[: len(head)] == head and after.observation in engine.tokenizer.decode(after.prompt_ids)
