@@ -160,7 +160,7 @@ def mark_failed(cfg: DictConfig, error: BaseException) -> None:
 def envs_command(args: list[str]) -> int:
     from agentforge.envs import ENVS
     from agentforge.envs.base import make_env
-    from agentforge.tasks import TaskSampler
+    from agentforge.tasks import task_sampler
 
     action = args[0] if args else "list"
     if action == "list":
@@ -174,7 +174,7 @@ def envs_command(args: list[str]) -> int:
         for name in ENVS.names():
             try:
                 env = make_env(name)
-                obs = env.reset(TaskSampler(name).sample(1)[0])
+                obs = env.reset(task_sampler(name, None).sample(1)[0])  # env=mix: a task of its first member
                 steps, done = 0, False
                 while not done and steps < 20:
                     result = env.step(random.choice(obs.admissible or ["look"]))

@@ -20,11 +20,15 @@ from agentforge.types import Observation, StepResult, Task
 
 MIX = "mix"
 WEIGHT = "weight"
+DEFAULT_MEMBERS = {"sokoban": {WEIGHT: 1.0}, "search_qa": {WEIGHT: 1.0}}  # two cheap built-ins (`envs: null`)
 
 
 def mix_members(envs: Any) -> dict[str, tuple[float, dict[str, Any]]]:
     """`{env: (weight, options)}` from the `envs` option (`{sokoban: {weight: 2, dim_room: [6, 6]}, ...}`), checked:
-    at least one member, positive finite weights, no nested mix. Errors name the member and the fix."""
+    at least one member, positive finite weights, no nested mix. Errors name the member and the fix. None: the
+    default members (Sokoban and search QA, equal weights)."""
+    if envs is None:
+        envs = DEFAULT_MEMBERS
     if not isinstance(envs, Mapping) or not envs:
         raise ConfigError("env=mix needs env.envs: a mapping of member envs to their weight and options, e.g. "
                           "env.envs={sokoban: {weight: 1}, search_qa: {weight: 1}}")
@@ -51,7 +55,8 @@ class MixEnv:
     """Plays each task on the member env its `Task.env` names (see the module docstring)."""
 
     option_help: ClassVar[dict[str, str]] = {
-        "envs": "member envs: {<env>: {weight: <share of training tasks>, <that env's options>...}, ...}",
+        "envs": "member envs: {<env>: {weight: <share of training tasks>, <that env's options>...}, ...}; null: "
+                "sokoban and search_qa, equal weights",
     }
 
     def __init__(self, envs: dict | None = None) -> None:

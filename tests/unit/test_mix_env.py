@@ -54,6 +54,7 @@ def test_held_out_tasks_give_every_member_its_own_eval_split():
     assert all(t.split == "eval" and t.seed >= SPLIT_SEED_BASE["eval"] for t in tasks)
     assert held_out_tasks("sokoban", {}, 2) == [Task("sokoban", SPLIT_SEED_BASE["eval"] + i, "eval") for i in (0, 1)]
     assert isinstance(task_sampler("mix", {"envs": MEMBERS}), MixedTaskSampler)
+    assert task_sampler("mix", None).weights == {"sokoban": 1.0, "search_qa": 1.0}  # envs: null, the defaults
 
 
 def test_the_mix_env_plays_each_task_on_the_member_it_names():
@@ -74,7 +75,7 @@ def test_the_mix_env_plays_each_task_on_the_member_it_names():
 
 
 @pytest.mark.parametrize("envs, message", [
-    (None, "needs env.envs"),
+    ({}, "needs env.envs"),
     ({"sokoban": {"weight": 0}}, "weight must be a positive number"),
     ({"sokoban": {"weight": "lots"}}, "weight must be a positive number"),
     ({"mix": {"weight": 1}}, "cannot contain another mix"),
