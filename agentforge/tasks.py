@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +11,9 @@ from agentforge.errors import ConfigError
 from agentforge.types import Task
 
 SPLIT_SEED_BASE = {"train": 0, "eval": 1_000_000, "test": 2_000_000}
+MIX = "mix"  # the env that plays several member envs in one run (agentforge/envs/mix.py)
+WEIGHT = "weight"
+DEFAULT_MEMBERS = {"sokoban": {WEIGHT: 1.0}, "search_qa": {WEIGHT: 1.0}}  # two cheap built-ins (`envs: null`)
 
 
 @dataclass
@@ -93,10 +98,8 @@ class MixedTaskSampler:
 
 def mix_weights(env_name: str, env_options: dict[str, Any] | None) -> dict[str, float] | None:
     """The member weights of `env=mix` (None for any other env)."""
-    if env_name != "mix":
+    if env_name != MIX:
         return None
-    from agentforge.envs.mix import mix_members
-
     return {name: weight for name, (weight, _) in mix_members((env_options or {}).get("envs")).items()}
 
 
@@ -116,3 +119,30 @@ def held_out_tasks(env_name: str, env_options: dict[str, Any] | None, count: int
     weights = mix_weights(env_name, env_options)
     names = list(weights) if weights is not None else [env_name]
     return [task for name in names for task in TaskSampler(name, split, seed_offset).sample(count)]
+
+
+def mix_members(envs: Any) -> dict[str, tuple[float, dict[str, Any]]]:
+    """`{env: (weight, options)}` from the `envs` option (`{sokoban: {weight: 2, dim_room: [6, 6]}, ...}`), checked:
+    at least one member, positive finite weights, no nested mix. Errors name the member and the fix. None: the
+    default members (Sokoban and search QA, equal weights)."""
+    if envs is None:
+        envs = DEFAULT_MEMBERS
+    if not isinstance(envs, Mapping) or not envs:
+        raise ConfigError("env=mix needs env.envs: a mapping of member envs to their weight and options, e.g. "
+                          "env.envs={sokoban: {weight: 1}, search_qa: {weight: 1}}")
+    out: dict[str, tuple[float, dict[str, Any]]] = {}
+    for name, spec in envs.items():
+        spec = dict(spec or {})
+        spec.pop("name", None)
+        weight = spec.pop(WEIGHT, 1.0)
+        if str(name) == MIX:
+            raise ConfigError("env=mix cannot contain another mix; list its member envs directly")
+        try:
+            weight = float(weight)
+        except (TypeError, ValueError):
+            weight = math.nan
+        if not math.isfinite(weight) or weight <= 0:
+            raise ConfigError(f"env.envs.{name}.weight={spec.get(WEIGHT, weight)!r}: a member's weight must be a "
+                              "positive number (its share of the training tasks)")
+        out[str(name)] = (weight, spec)
+    return out

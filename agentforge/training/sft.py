@@ -137,7 +137,7 @@ def env_members(cfg: DictConfig) -> dict[str, dict[str, Any]]:
     options = without_name(cfg.env)
     if str(cfg.env.name) != "mix":
         return {str(cfg.env.name): options}
-    from agentforge.envs.mix import mix_members
+    from agentforge.tasks import mix_members
 
     return {name: member for name, (_, member) in mix_members(options.get("envs")).items()}
 
