@@ -110,7 +110,11 @@ class SamplingSchema:
 @dataclass
 class AgentSchema:
     max_turns: int = opt(10, "turns before an episode ends unpaid", ge=1)
-    history_length: int = opt(2, "past (observation, action) pairs shown in each prompt", ge=0)
+    history: str = opt("window", "window (each prompt shows the last history_length steps) | conversation (each "
+                                 "prompt extends the last one: its prompt, the sampled ids and the env's reply; "
+                                 "ends an episode as truncated when it would pass the prompt budget)",
+                       choices=("window", "conversation"))
+    history_length: int = opt(2, "past (observation, action) pairs shown in each prompt (history=window)", ge=0)
     invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
                                  ge=0)
     execute_relaxed: bool = opt(True, "act on actions found outside the <action> tag (the turn stays invalid)")

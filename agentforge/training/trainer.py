@@ -28,6 +28,7 @@ from agentforge.builders import (
     build_workflow,
     plain,
     prepare_run_dir,
+    without_name,
 )
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
@@ -37,7 +38,7 @@ from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.learner.memory import check_memory_fit
 from agentforge.reliability.reaper import start_reaper
 from agentforge.rollout.metrics import diversity_summary, episode_outcomes, rollout_summary
-from agentforge.tasks import TaskSampler
+from agentforge.tasks import held_out_tasks, task_sampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
@@ -135,8 +136,9 @@ class Trainer:
             self.engine.weight_source = lambda: self.learner.export_weights(only_changed=True, copy=False)
         # colocated replicas (or an engine with sleep mode) give their memory to the learner during the update
         self.engine_sleeps = bool(cfg.engine.get("colocate", False) or cfg.engine.get("enable_sleep_mode", False))
-        self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
-        self.eval_tasks = TaskSampler(cfg.env.name, "eval").sample(int(self.tcfg.eval_tasks))
+        env_options = without_name(cfg.env)
+        self.sampler = task_sampler(str(cfg.env.name), env_options, "train", int(self.tcfg.seed_offset))
+        self.eval_tasks = held_out_tasks(str(cfg.env.name), env_options, int(self.tcfg.eval_tasks))
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
         self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
         self.start_iteration = 0
