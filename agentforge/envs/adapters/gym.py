@@ -105,11 +105,13 @@ class GymEnv:
         "success": "positive_reward (terminated with a reward > 0: FrozenLake's goal, Blackjack's win) | terminated "
                    "(reaching a terminal state: CliffWalking's goal); info['is_success'] wins where an env sets it",
         "agent_marker": "the character the highlighted (agent's) cell of an ansi render is shown as",
+        "map_per_seed": "FrozenLake ids only: a random n x n lake per task seed (gymnasium's generate_random_map(n, "
+                        "seed=task seed)), so train and eval seeds play different maps (null: the id's fixed map)",
     }
 
     def __init__(self, id: str = "FrozenLake-v1", kwargs: dict[str, Any] | None = None,  # noqa: A002
                  max_steps: int | None = None, action_names: Sequence[str] | None = None,
-                 success: str = "positive_reward", agent_marker: str = "P") -> None:
+                 success: str = "positive_reward", agent_marker: str = "P", map_per_seed: int | None = None) -> None:
         if success not in SUCCESS_RULES:
             raise unknown_id(NAME, "success", success, SUCCESS_RULES)
         if max_steps is not None and max_steps < 1:
@@ -117,7 +119,17 @@ class GymEnv:
         self.env_id = str(id)
         self.success = success
         self.agent_marker = agent_marker
-        self._env = make_gym(self.env_id, plain_kwargs(kwargs), max_steps)
+        self._kwargs = plain_kwargs(kwargs)
+        self._max_steps = max_steps
+        self.map_per_seed = map_per_seed
+        if map_per_seed is not None:
+            if not self.env_id.startswith("FrozenLake") or map_per_seed < 2:
+                raise ConfigError(f"env {NAME!r}: map_per_seed={map_per_seed} needs a FrozenLake id and a size >= 2 "
+                                  f"(got id {self.env_id!r}); null keeps the id's map")
+            clash = {"desc", "map_name"} & set(self._kwargs)
+            if clash:
+                raise ConfigError(f"env {NAME!r}: map_per_seed draws the map; drop kwargs {sorted(clash)}")
+        self._env = make_gym(self.env_id, self._map_kwargs(0), max_steps)
         count = int(self._env.action_space.n)
         family = self.env_id.split("-v")[0].split("/")[-1]
         names = list(action_names) if action_names is not None else list(ACTION_NAMES.get(family, ()))
@@ -137,7 +149,17 @@ class GymEnv:
         """Build the env once in the driver: a bad id, kwargs or action names fail before anything starts."""
         cls(**options).close()
 
+    def _map_kwargs(self, seed: int) -> dict[str, Any]:
+        if self.map_per_seed is None:
+            return dict(self._kwargs)
+        from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+        return {**self._kwargs, "desc": generate_random_map(size=int(self.map_per_seed), seed=seed)}
+
     def reset(self, task: Task) -> Observation:
+        if self.map_per_seed is not None:  # a new lake for this seed (the map is a constructor argument in gymnasium)
+            self._env.close()
+            self._env = make_gym(self.env_id, self._map_kwargs(task.seed), self._max_steps)
         obs, _ = self._env.reset(seed=task.seed)
         self.done = False
         self.steps = 0
@@ -159,7 +181,8 @@ class GymEnv:
             won = bool(terminated)
         else:
             won = bool(terminated) and float(reward) > 0
-        out = {EXECUTABLE: True, "terminated": bool(terminated), "truncated": bool(truncated), "steps": self.steps}
+        out = {EXECUTABLE: True, "terminated": bool(terminated), "truncated": bool(truncated), "steps": self.steps,
+               "state": repr(obs)}
         out.update({k: v for k, v in info.items() if isinstance(v, (bool, int, float, str))})
         return StepResult(self._observation(obs), float(reward), self.done, won, out)
 

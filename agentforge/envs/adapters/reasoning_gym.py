@@ -126,3 +126,10 @@ class ReasoningGymEnv:
 
     def close(self) -> None:
         self.entry = None
+
+
+def expert_actions(task: Task, env_options: dict[str, Any] | None = None) -> list[str]:
+    """The dataset's own answer for the task's seed: the warm start's expert (`trainer.warm_start=expert`)."""
+    env = ReasoningGymEnv(**dict(env_options or {}))
+    env.reset(task)
+    return [env.expert_answer()]
