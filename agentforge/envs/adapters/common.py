@@ -44,7 +44,7 @@ def unknown_id(env: str, key: str, value: Any, valid: Iterable[str], limit: int 
     near = difflib.get_close_matches(str(value), names, n=3, cutoff=0.5)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
     shown = ", ".join(names[:limit]) + (f", … ({len(names)} in all)" if len(names) > limit else "")
-    return ConfigError(f"env {env!r}: unknown {key} {value!r}.{hint} Valid {key}s: {shown}")
+    return ConfigError(f"env {env!r}: unknown {key} {value!r}.{hint} Valid {key} values: {shown}")
 
 
 def bad_options(env: str, what: str, given: Iterable[str], valid: Iterable[str], error: Exception | None = None

@@ -62,10 +62,14 @@ def make_gem(env_id: str, kwargs: dict[str, Any]) -> Any:
                           "`rg:` families (agentforge envs list; docs/environments.md)")
     import gem
 
+    params = _params(registry[env_id])
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:  # GEM's games take **_ and would ignore a misspelt option silently
+        raise bad_options(NAME, f"GEM env {env_id!r}", unknown, params)
     try:
         return gem.make(env_id, **kwargs)
     except TypeError as error:
-        raise bad_options(NAME, f"GEM env {env_id!r}", kwargs, _params(registry[env_id]), error) from None
+        raise bad_options(NAME, f"GEM env {env_id!r}", kwargs, params, error) from None
     except LookupError as error:  # nltk data
         resource = "words" if "words" in str(error) else "its nltk data"
         raise ConfigError(f"env {NAME!r}: {env_id!r} needs nltk's {resource!r} corpus (a download): run "

@@ -59,20 +59,15 @@ def make_gym(env_id: str, kwargs: dict[str, Any], max_steps: int | None) -> Any:
         raise unknown_id(NAME, "id", env_id, text_env_ids())
     extra: dict[str, Any] = {"max_episode_steps": max_steps} if max_steps is not None else {}
     spec = gym.registry[env_id]
-    render = {"render_mode": "ansi"}
     try:
-        env = gym.make(env_id, **render, **extra, **kwargs)
+        env = gym.make(env_id, **extra, **kwargs)
     except TypeError as error:
-        if "render_mode" in str(error):
-            env = None
-        else:
-            raise bad_options(NAME, f"gymnasium env {env_id!r}", kwargs, _constructor_params(spec), error) from None
+        raise bad_options(NAME, f"gymnasium env {env_id!r}", kwargs, _constructor_params(spec), error) from None
     except gym.error.Error as error:  # deprecated versions, missing dependencies of an env
         raise ConfigError(f"env {NAME!r}: gymnasium cannot make {env_id!r}: {error}") from None
-    if env is None or "ansi" not in env.metadata.get("render_modes", []):
-        if env is not None:
-            env.close()
-        env = gym.make(env_id, **extra, **kwargs)
+    if "ansi" in env.metadata.get("render_modes", []):  # the text render, where the env has one
+        env.close()
+        env = gym.make(env_id, render_mode="ansi", **extra, **kwargs)
     space = env.action_space
     if not isinstance(space, gym.spaces.Discrete):
         env.close()

@@ -210,13 +210,14 @@ class TextArenaEnv:
             done, info = self._env.step(self.action_format.format(action=action))
             ended_invalid = getattr(state, "game_info", {}).get(self.player, {}).get("invalid_move")
             invalid = int(getattr(state, "error_count", 0)) > errors_before or bool(ended_invalid)
+            reason = self._last_admin_message() if invalid else ""  # read before get_observation() clears it
             if not done:
                 done = self._play_opponents()
         out: dict[str, Any] = {EXECUTABLE: not invalid}
         out.update({k: v for k, v in dict(info or {}).items() if isinstance(v, (bool, int, float, str))})
         if invalid:
             out[INVALID] = "TextArena refused the move (it counts against the game's error allowance): " + \
-                str(out.get("reason") or self._last_admin_message())
+                str(out.get("reason") or reason)
         reward, won = 0.0, False
         if done:
             reward, won = self._finish(out)
