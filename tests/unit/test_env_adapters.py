@@ -73,7 +73,8 @@ def test_gym_map_per_seed_gives_held_out_lakes() -> None:
 
 
 def test_gym_refuses_bad_ids_options_and_spaces() -> None:
-    with pytest.raises(ConfigError, match=r"unknown id 'FrozenLake-v9'.*Did you mean FrozenLake-v1.*Valid id values:.*Taxi"):
+    with pytest.raises(ConfigError, match=r"unknown id 'FrozenLake-v9'.*Did you mean FrozenLake-v1.*Valid id values:"
+                                          r".*Taxi"):
         make_env("gym", {"id": "FrozenLake-v9"})
     with pytest.raises(ConfigError, match=r"does not take option\(s\) slippery.*valid options:.*is_slippery"):
         make_env("gym", {"kwargs": {"slippery": False}})

@@ -185,10 +185,7 @@ class GymEnv:
         self._env.close()
 
     def _observation(self, obs: Any) -> Observation:
-        if self._ansi:
-            text = ansi_to_text(str(self._env.render()), self.agent_marker)
-        else:
-            text = f"Observation: {obs}"
+        text = ansi_to_text(str(self._env.render()), self.agent_marker) if self._ansi else f"Observation: {obs}"
         # the raw observation (FrozenLake's cell index) is the state; the render also shows the last action taken
         self._last = Observation(text=text, anchor=repr(obs), admissible=list(self.actions))
         return self._last
