@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/adapter_evidence}
 PY=${PYTHON:-.venv/bin/python}
-RECIPES=${RECIPES:-"grpo_gym_frozenlake tjpo_gym_frozenlake t2po_gym_frozenlake grpo_gem_guess_the_number grpo_textarena_guess_the_number grpo_reasoning_gym_arithmetic"}
+RECIPES=${RECIPES:-"grpo_gym_frozenlake tjpo_gym_frozenlake t2po_gym_frozenlake grpo_gem_guess_the_number grpo_textarena_guess_the_number grpo_reasoning_gym_arithmetic grpo_verifiers_guess_number"}
 EXTRA=()
 if [ "${SMOKE:-0}" = 1 ]; then
   OUT="$OUT/smoke"

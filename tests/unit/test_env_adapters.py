@@ -266,3 +266,89 @@ def test_private_rng_leaves_the_global_generators_alone() -> None:
         second = random.random()
     with other.active():
         assert random.random() == second
+
+
+# -- verifiers ------------------------------------------------------------------------------------------------------
+def _scripted_client(replies: list[str]):
+    """A verifiers client answering from a list: to run the library's own rollout loop with known moves."""
+    import time as _time
+
+    from verifiers.legacy.clients.client import Client
+    from verifiers.legacy.types import Response, ResponseMessage
+
+    class Scripted(Client):
+        def setup_client(self, config):
+            return None
+
+        async def to_native_tool(self, tool):
+            return tool
+
+        async def to_native_prompt(self, messages):
+            return messages, {}
+
+        async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+            self.prompts.append(list(prompt))
+            return replies[len(self.prompts) - 1]
+
+        async def raise_from_native_response(self, response):
+            return None
+
+        async def from_native_response(self, response):
+            return Response(id="t", created=int(_time.time()), model="m",
+                            message=ResponseMessage(content=response, finish_reason="stop", is_truncated=False))
+
+        async def close(self):
+            return None
+
+    client = Scripted(None)
+    client.prompts = []
+    return client
+
+
+def test_verifiers_episode_equals_the_librarys_own_rollout_and_rubric() -> None:
+    import asyncio
+
+    pytest.importorskip("verifiers")
+    from agentforge.envs.adapters.verifiers import since_last_reply
+
+    env = make_env("verifiers", {})
+    vf_env = env.vf_env
+    for seed, split in ((3, "train"), (1_000_001, "eval")):
+        task = Task("verifiers", seed, split)
+        data = vf_env.get_dataset() if split == "train" else vf_env.get_eval_dataset()
+        row = dict(data[seed % len(data)])
+        target = int(row["answer"])
+        # max_turns=4: a 4th reply would end the rollout unjudged (verifiers stops at the turn limit first)
+        moves = [str(n) for n in range(1, 11) if n != target][:1] + ["no idea", str(target)]
+        client = _scripted_client(moves)
+
+        async def library(row: dict = row, client=client) -> dict:
+            state = await vf_env.rollout(dict(row), client, "m", {})
+            await vf_env.rubric.score_rollout(state)
+            return state
+
+        state = asyncio.run(library())
+        expected = [since_last_reply(p) for p in client.prompts]
+        first = env.reset(task)
+        got = [first.text]
+        results = []
+        for move in moves:
+            result = env.step(move)
+            results.append(result)
+            if result.done:
+                break
+            got.append(result.observation.text)
+        assert got == expected and len(got) == 3  # the library asked 3 times: the task, then 2 answers
+        assert [r.reward for r in results] == [0.0, 0.0, state["reward"]] and state["reward"] == 1.0
+        assert results[-1].done and results[-1].won
+        assert ("higher" in got[1] or "lower" in got[1]) and "not a number" in got[2]
+
+
+def test_verifiers_refuses_a_missing_or_bad_entry() -> None:
+    pytest.importorskip("verifiers")
+    with pytest.raises(ConfigError, match="needs entry=pkg.module:load_environment"):
+        make_env("verifiers", {"entry": None})
+    with pytest.raises(ConfigError, match="cannot be loaded"):
+        make_env("verifiers", {"entry": "agentforge.envs.adapters.verifiers_example:nope"})
+    with pytest.raises(ConfigError, match=r"does not take args \['size'\]"):
+        make_env("verifiers", {"args": {"size": 3}})
