@@ -9,8 +9,8 @@ update the learner refuses pushes nothing and makes no version, `training/update
 spans versions lists them (`policy_version_switches`) and counts as its oldest for the bound.
 
 The bound (AReaL's): batch b (0-based) may start only once the learner has finished b − k iterations, so at most k
-pushes (one per iteration at most) separate the weights that sampled any turn of batch b from those that train it: at most
-k versions old, refused updates or not. A group holding a turn older than that (only possible after a fault) is
+pushes (one per iteration at most) separate the weights that sampled any turn of batch b from those that train it: at
+most k versions old, refused updates or not. A group holding a turn older than that (only possible after a fault) is
 dropped and counted, never trained silently.
 
 Evaluation and checkpoints pause the producer between batches (`paused()`); a checkpoint keeps the batches played
