@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     try:
         if command == "envs":
-            from agentforge.envs_command import envs_command
+            from agentforge.envs.command import envs_command
 
             return envs_command(rest)
         if command == "sweep-report":
