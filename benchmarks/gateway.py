@@ -19,10 +19,10 @@ import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from _report import publish
 
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, without_name
 from agentforge.config import compose_config
@@ -34,7 +34,6 @@ from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.tasks import TaskSampler
 
-RESULTS = Path(__file__).parent / "results"
 THINK = "I search for the entity the question names."
 QUERY = "founder of the company"
 LATENCIES: list[float] = []  # seconds per model call, as the agent saw them
@@ -161,11 +160,9 @@ def main() -> None:
         builtin_pool.close()
         gateway_pool.close()
         engine.close()
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "gateway.json").write_text(json.dumps(out, indent=2))
     s = out["sixteen_sessions"]
     lat = out["latency_per_call"]
-    print(f"gateway: 16 sessions x {args.calls} calls: built-in {s['builtin']['wall_s']} s "
+    publish("gateway", out, f"gateway: 16 sessions x {args.calls} calls: built-in {s['builtin']['wall_s']} s "
           f"({s['builtin']['tokens_per_s']} tok/s) vs gateway {s['gateway']['wall_s']} s "
           f"({s['gateway']['tokens_per_s']} tok/s): wall x{s['gateway_over_builtin_wall']}; latency per call (median) "
           + ", ".join(f"{k} sessions {v['median_s']} s" for k, v in lat.items()))

@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from _report import metric_rows, publish
+
 PHASES = ("time/warm_start", "time/rollout", "time/update", "time/sync", "time/eval", "time/base_eval")
 
 
@@ -43,7 +44,6 @@ def main() -> None:
     args = parser.parse_args()
 
     from agentforge.hardware import describe, resolve_dtype
-    from agentforge.tracking.tracker import read_metrics
 
     run_dir = Path(tempfile.mkdtemp(prefix="agentforge-tts-")) / "run"
     log = run_dir.parent / "log.txt"
@@ -56,7 +56,7 @@ def main() -> None:
     if code != 0:
         raise SystemExit(f"the run failed (exit {code}); log: {log}\n{log.read_text()[-3000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
-    rows = read_metrics(run_dir / "metrics.jsonl")
+    rows = metric_rows(run_dir)
     phases = phase_seconds(rows)
     phases["other (start-up, checkpoints, plots)"] = max(0.0, wall - sum(phases.values()))
     train_hours = (phases["time/warm_start"] + phases["time/rollout"] + phases["time/update"]
@@ -72,14 +72,12 @@ def main() -> None:
     report = {"command": command, "hardware": describe(dtype), "wall_seconds": wall, "phase_seconds": phases,
               "training_hours": train_hours, "evals": summary.get("evals", []), "verdicts": verdicts,
               "success_gain_per_training_hour": per_hour, "log": str(log), "run_dir": str(run_dir)}
-    RESULTS.mkdir(exist_ok=True)
-    out_path = RESULTS / f"time_to_success_{args.recipe}_{dtype}.json"
-    out_path.write_text(json.dumps(report, indent=2))
     split = ", ".join(f"{k.removeprefix('time/')} {v / 60:.1f}" for k, v in phases.items())
     headline = (f"{per_hour['difference_per_hour']:+.1%}/h [{per_hour['low_per_hour']:+.1%}, "
                 f"{per_hour['high_per_hour']:+.1%}] vs {per_hour['vs']}") if per_hour else "no paired verdict"
-    print(f"time_to_success {args.recipe} {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min wall, "
-          f"{train_hours * 60:.1f} min training | success {headline} | minutes: {split} | {out_path}")
+    publish(f"time_to_success_{args.recipe}_{dtype}", report,
+            f"time_to_success {args.recipe} {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min wall, "
+            f"{train_hours * 60:.1f} min training | success {headline} | minutes: {split}")
 
 
 if __name__ == "__main__":

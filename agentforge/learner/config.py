@@ -96,8 +96,11 @@ class CorrectionSettings:
     is_level: str | None = opt(None, "TIS: token | sequence weights pi_old/pi_engine (null: off)",
                                choices=("token", "sequence", None))
     is_threshold: float = opt(2.0, "TIS truncation C", ge=1)
-    rejection: str | None = opt(None, "MIS: drop token | sequence | geometric outside the band (null: off)",
-                                choices=("token", "sequence", "geometric", None))
+    rejection: str | None = opt(None, "MIS: drop token | sequence | geometric whose pi_old/pi_engine leaves the "
+                                      "band, or verl's token_k1 | seq_sum_k1 | seq_mean_k1 (band on pi_engine/pi_old, "
+                                      "per-token log-ratio clamped to +-20) (null: off)",
+                                choices=("token", "sequence", "geometric", "token_k1", "seq_sum_k1", "seq_mean_k1",
+                                         None))
     rejection_threshold: float = opt(2.0, "the band's upper bound", gt=1)
     rejection_threshold_lower: float | None = opt(None, "the band's lower bound (null: 1 / rejection_threshold)",
                                                   gt=0)

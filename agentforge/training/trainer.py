@@ -413,7 +413,9 @@ class Trainer:
                      "engine_version": getattr(self.engine, "version", None)}
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
-            pending = self.producer.pending() if self.producer is not None else []
+            # played, not trained: the producer's, or (resumed with max_staleness=0) those still kept from before
+            pending = self.producer.pending() if self.producer is not None else \
+                [b for b in self._pending if b.iteration >= iteration]
             if pending:
                 state["pending_rollouts"] = [b.iteration + 1 for b in pending]  # readable; the batches: .pkl
             self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict(), pending)
