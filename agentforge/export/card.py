@@ -63,6 +63,15 @@ def _setting(cfg: dict[str, Any], section: str, key: str) -> Any:
     return (cfg.get(section) or {}).get(key)
 
 
+def _rate(value: Any, interval: Any) -> str:
+    """`12.5% [6.5%, 22.8%]`, or – for a row without the rate (the random floor writes no text)."""
+    if value is None:
+        return "–"
+    if not interval:
+        return f"{value:.1%}"
+    return f"{value:.1%} [{interval[0]:.1%}, {interval[1]:.1%}]"
+
+
 def eval_table(summary: dict[str, Any]) -> list[str]:
     rows = summary.get("evals") or []
     if not rows:
@@ -70,20 +79,21 @@ def eval_table(summary: dict[str, Any]) -> list[str]:
     lines = ["| eval | episodes | success [95 %] | valid format [95 %] | mean return |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for row in rows:
-        s_lo, s_hi = row.get("success_interval", (0.0, 1.0))
-        v_lo, v_hi = row.get("valid_format_interval", (0.0, 1.0))
-        lines.append(f"| {row.get('name')} | {row.get('episodes')} | {row.get('success', 0.0):.1%} "
-                     f"[{s_lo:.1%}, {s_hi:.1%}] | {row.get('valid_format', 0.0):.1%} [{v_lo:.1%}, {v_hi:.1%}] | "
-                     f"{row.get('mean_return', 0.0):+.2f} |")
+        mean_return = row.get("mean_return")
+        lines.append(f"| {row.get('name')} | {row.get('episodes')} | "
+                     f"{_rate(row.get('success'), row.get('success_interval'))} | "
+                     f"{_rate(row.get('valid_format'), row.get('valid_format_interval'))} | "
+                     f"{'–' if mean_return is None else f'{mean_return:+.2f}'} |")
     return lines
 
 
 def verdict_lines(summary: dict[str, Any]) -> list[str]:
-    """The paired verdicts (`verdicts`, where the run wrote them), else the interval-overlap ones (`verdict`)."""
-    paired = summary.get("verdicts")
-    if isinstance(paired, list) and paired:
-        return [f"- {_verdict_text(v)}" for v in paired]
-    return [f"- {v}" for v in summary.get("verdict") or []]
+    """The paired verdicts (`verdicts`, where the run wrote them) first, then the run's other verdict lines (the
+    interval-overlap ones) that do not repeat them."""
+    paired = [_verdict_text(v) for v in summary.get("verdicts") or []] if isinstance(
+        summary.get("verdicts"), list) else []
+    others = [str(v) for v in summary.get("verdict") or [] if str(v) not in paired]
+    return [f"- {line}" for line in [*paired, *others]]
 
 
 def _verdict_text(verdict: Any) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -83,7 +83,7 @@ class Heartbeat:
         self.label = label
         self.interval = heartbeat_seconds() if interval is None else interval
         self.enabled = enabled and self.interval > 0
-        self.status = "starting"
+        self.status: str | Callable[[], str] = "starting"
         self.started = time.monotonic()
         self._last = 0.0
         self._stop = threading.Event()
@@ -101,16 +101,20 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
-    def set(self, status: str, announce: bool = False) -> None:
-        """New status; `announce` prints it now (a phase change worth a line of its own)."""
+    def set(self, status: str | Callable[[], str], announce: bool = False) -> None:
+        """New status; a callable is evaluated at every line (a rollout's live counters and rates, so a beat between
+        two progress callbacks is current); `announce` prints it now (a phase change worth a line of its own)."""
         self.status = status
         if announce:
             self.line()
 
+    def text(self) -> str:
+        return self.status() if callable(self.status) else self.status
+
     def line(self) -> None:
         if self.enabled:
             self._last = time.monotonic()
-            console.print(f"[{self.label}] {self.status} · {_clock(self._last - self.started)} elapsed",
+            console.print(f"[{self.label}] {self.text()} · {_clock(self._last - self.started)} elapsed",
                           highlight=False, markup=False, soft_wrap=True)
 
     def _beat(self) -> None:
@@ -127,8 +131,11 @@ def rollout_progress(description: str, total: int, max_turns: int | None = None)
     if not live_bars():
         with Heartbeat(description) as beat:
             def update(finished: int, total_: int, stats: RolloutStats) -> None:
-                rates = rollout_rates(stats, time.monotonic() - started, finished, total_, max_turns)
-                beat.set(f"{finished}/{total_} episodes · {rates}")
+                def status() -> str:  # stats is the workflow's live counter object
+                    rates = rollout_rates(stats, time.monotonic() - started, finished, total_, max_turns)
+                    return f"{finished}/{total_} episodes · {rates}"
+
+                beat.set(status)
 
             beat.set(f"0/{total} episodes", announce=True)
             yield update
@@ -191,9 +198,15 @@ class TrainProgress:
         started = time.monotonic()
 
         def update(finished: int, total: int, stats: RolloutStats) -> None:
-            rates = rollout_rates(stats, time.monotonic() - started, finished, total, self.max_turns)
-            self.heartbeat.set(f"{self._where()} · {label} {finished}/{total} episodes · {rates}")
+            where = self._where()
+
+            def status() -> str:  # stats is the workflow's live counter object
+                rates = rollout_rates(stats, time.monotonic() - started, finished, total, self.max_turns)
+                return f"{where} · {label} {finished}/{total} episodes · {rates}"
+
+            self.heartbeat.set(status)
             if self.bars:
+                rates = rollout_rates(stats, time.monotonic() - started, finished, total, self.max_turns)
                 self.progress.update(self.rollout, completed=finished, total=total, info=f"episodes · {rates}")
 
         return update

@@ -274,8 +274,9 @@ def test_the_openai_client_gets_the_engines_greedy_tokens_and_the_training_promp
     prompt = ChatRenderer(tiny_tokenizer).fresh(messages, TOOLS).ids  # the gateway's rendering, as in training
     assert "<tools>" in tiny_tokenizer.decode(prompt)  # Hermes tool definitions in the system turn
     assert reply.usage.prompt_tokens == len(prompt)
-    expected = trainers_engine("hf", runs["lora"]).generate([prompt], SamplingConfig(temperature=0.0,
-                                                                                     max_new_tokens=12))[0]
+    reference = trainers_engine("hf", runs["lora"])
+    expected = reference.generate([prompt], SamplingConfig(temperature=0.0, max_new_tokens=12))[0]
+    reference.close()
     assert [t.token for t in reply.choices[0].logprobs.content] == [tiny_tokenizer.decode([t])
                                                                     for t in expected.token_ids]
     again = client.chat.completions.create(model="agentforge-policy", messages=messages, tools=TOOLS,
@@ -328,8 +329,11 @@ def test_serve_command_listens_on_loopback_and_stops_on_sigterm(runs, tmp_path):
     process = subprocess.Popen([*AGENTFORGE, "serve", str(runs["full"]), "engine=hf", "port=0", "token=t0k"],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        line = process.stdout.readline()
-        assert line.startswith("serving ") and " at http://127.0.0.1:" in line, process.stderr.read()[-3000:]
+        lines = [process.stdout.readline()]  # other software (DeepSpeed's accelerator notice) may print first
+        while not lines[-1].startswith("serving ") and lines[-1] and len(lines) < 50:
+            lines.append(process.stdout.readline())
+        line = lines[-1]
+        assert line.startswith("serving ") and " at http://127.0.0.1:" in line, lines
         base_url = line.split(" at ")[1].strip()
         request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": "Bearer t0k"})
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -339,3 +343,24 @@ def test_serve_command_listens_on_loopback_and_stops_on_sigterm(runs, tmp_path):
         status = process.wait(timeout=60)
     assert status == 0
     assert "serving checkpoint" in process.stderr.read()  # a run dir is exported to a temporary folder first
+
+
+def test_serve_on_vllm_answers_what_the_transformers_server_answers(served, runs):
+    """The same export behind the vLLM engine: the same greedy reply (fp32) through the same server."""
+    from openai import OpenAI
+
+    from agentforge.serving.command import ServeModel, build_engine, sampling_of
+    from agentforge.serving.server import start
+
+    folder = export_dir(runs["lora"])
+    model = ServeModel(folder, json.loads((folder / "agentforge_export.json").read_text()))
+    engine = build_engine(model, "vllm", "float32", 1024, 0.25)
+    on_vllm = start(engine, engine.tokenizer, sampling_of(model.meta, {}), folder, "agentforge-policy", 1024)
+    try:
+        messages = [{"role": "user", "content": "Push the box onto the target."}]
+        replies = [OpenAI(base_url=s.base_url, api_key=s.token, max_retries=0).chat.completions.create(
+            model="agentforge-policy", messages=messages, temperature=0, max_tokens=12) for s in (served, on_vllm)]
+        assert replies[0].choices[0].message.content == replies[1].choices[0].message.content
+        assert replies[0].usage == replies[1].usage
+    finally:
+        on_vllm.close()

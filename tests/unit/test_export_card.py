@@ -40,18 +40,21 @@ META = {"agentforge_version": "0.1.0", "how": "LoRA merged into /cache/smollm2",
 
 
 def test_the_card_has_front_matter_settings_evals_and_the_paired_verdicts(tmp_path):
-    summary = {"evals": [{"name": "model as given", **ROW}, {"name": "iteration 10", **ROW, "success": 0.25}],
-               "verdict": ["interval overlap: within noise"],
-               "verdicts": [{"text": "success 12.5 % → 25.0 %: paired difference +12.5 points [+3.1, +21.9], "
-                                     "beyond noise"}, "valid format: within noise"]}
+    paired = "success 12.5 % → 25.0 %: paired difference +12.5 points [+3.1, +21.9], beyond noise"
+    floor = {"name": "random floor", "episodes": 64, "turns": 0, "success": 0.05, "success_interval": [0.01, 0.13],
+             "valid_format": None, "valid_format_interval": None, "mean_return": None}
+    summary = {"evals": [{"name": "model as given", **ROW}, {"name": "iteration 10", **ROW, "success": 0.25}, floor],
+               "verdict": [paired, "interval overlap: within noise"],
+               "verdicts": [{"text": paired, "metric": "success"}, "valid format: within noise"]}
     card = model_card(info(tmp_path, summary), META)
     front = yaml.safe_load(card.split("---")[1])
     assert front["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and "gigpo" in front["tags"]
     assert "| recipe | `gigpo_sokoban` |" in card and "| iterations trained | 10 of 25 |" in card
     assert "| episodes trained | 640 |" in card  # iterations 1-10, the resumed iteration 5 once
     assert "| model as given | 64 | 12.5% [6.5%, 22.8%] |" in card and "| iteration 10 | 64 | 25.0%" in card
-    assert "- success 12.5 % → 25.0 %: paired difference" in card and "- valid format: within noise" in card
-    assert "interval overlap" not in card  # the paired verdicts replace the overlap ones
+    assert "| random floor | 64 | 5.0% [1.0%, 13.0%] | – | – |" in card  # a row without format or return
+    verdicts = [line for line in card.split("## Evaluation")[1].splitlines() if line.startswith("- ")]
+    assert verdicts == [f"- {paired}", "- valid format: within noise", "- interval overlap: within noise"]
     assert "agentforge train recipe=gigpo_sokoban learner.lr=1e-4" in card
     assert "| `learner.lora` | rank 16, alpha 32, q_proj |" in card
 

@@ -73,3 +73,16 @@ def test_iteration_lines_carry_an_eta_from_this_process_wall_time(monkeypatch, c
     lines = [line for line in capsys.readouterr().err.splitlines() if " done · " in line]
     assert "ETA 0:01" in lines[0], lines  # 0.6 s per iteration x 3 left
     assert "ETA" not in lines[-1], lines
+
+
+def test_a_beat_between_two_callbacks_shows_the_live_counters(monkeypatch, capsys):
+    """Per-episode scheduling calls back only when an episode ends: the heartbeat reads the live stats itself."""
+    monkeypatch.setenv("AGENTFORGE_PROGRESS", "lines")
+    monkeypatch.setenv("AGENTFORGE_PROGRESS_SECONDS", "0.2")
+    stats = RolloutStats(turns=2, generated_tokens=10, generate_seconds=1.0)
+    with rollout_progress("eval", 8, max_turns=5) as update:
+        update(0, 8, stats)
+        stats.turns, stats.env_steps = 30, 12  # the workflow goes on playing; no callback yet
+        time.sleep(0.6)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[eval] 0/8")]
+    assert "30 turns · 12 env steps" in lines[-1] and "ETA ≤ " in lines[-1], lines
