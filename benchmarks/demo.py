@@ -59,7 +59,9 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"demo_{dtype}.json").write_text(json.dumps(report, indent=2))
     evals = " → ".join(f"{r['name']} {r['success']:.0%} [{r['success_interval'][0]:.0%}, "
-                       f"{r['success_interval'][1]:.0%}] valid {r['valid_format']:.0%}" for r in rows)
+                       f"{r['success_interval'][1]:.0%}]"
+                       + (f" valid {r['valid_format']:.0%}" if r.get("valid_format") is not None else "")
+                       for r in rows)
     print(f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB "
           f"({peak_total / 1e9:.2f} GB with its workers) | "
           f"{evals}")

@@ -5,6 +5,7 @@ Pools (`agentforge.envs.pool`) are not imported here so that using an env in-pro
 
 from __future__ import annotations
 
+import agentforge.envs.adapters  # noqa: F401  (registers the library adapters)
 from agentforge.envs.agent import AgentEnv
 from agentforge.envs.alfworld import AlfWorldEnv
 from agentforge.envs.base import ENVS, Env, make_env

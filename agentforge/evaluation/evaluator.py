@@ -111,7 +111,7 @@ class Evaluator:
     def play(self, ctx: RolloutContext, tasks: list[Any], samples: int, label: str) -> RolloutResult:
         """Roll out from the fixed seed, so every row (and every rerun) starts from the same sampling stream."""
         self.engine.reseed(self.seed)
-        with rollout_progress(label, len(tasks) * samples) as on_progress:
+        with rollout_progress(label, len(tasks) * samples, ctx.config.max_turns) as on_progress:
             return self.workflow.run(ctx, tasks, samples, on_progress)
 
     def row(self, name: str, sampling: SamplingConfig, descriptors: list[str]) -> EvalRow:

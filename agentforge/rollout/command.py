@@ -57,7 +57,7 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
                                int(cfg.rollout.seed_offset))
         tasks = sampler.sample(cfg.rollout.num_tasks)
         total = len(tasks) * cfg.rollout.group_size
-        with rollout_progress(f"rollout {cfg.env.name}", total) as on_progress:
+        with rollout_progress(f"rollout {cfg.env.name}", total, int(cfg.agent.max_turns)) as on_progress:
             result = workflow.run(ctx, tasks, cfg.rollout.group_size, on_progress)
     finally:
         pool.close()

@@ -11,6 +11,15 @@ def ratio(numerator: float, denominator: float) -> float:
     return float(numerator) / denominator if denominator else 0.0
 
 
+def episode_outcomes(groups: list[Group]) -> dict[str, list[bool]]:
+    """Per task key, whether each played episode won (evolved samples left out): what paired comparisons use."""
+    outcomes: dict[str, list[bool]] = {}
+    for group in groups:
+        played = [bool(t.won) for t in group.trajectories if not t.meta.get("evolved")]
+        outcomes.setdefault(group.task.key, []).extend(played)
+    return outcomes
+
+
 def rollout_summary(groups: list[Group], stats: RolloutStats,
                     workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
     """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout; plus, when a

@@ -70,13 +70,21 @@ def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | 
     return expert_actions(task, env_options)
 
 
-def expert_response(action: str) -> str:
+@EXPERTS.register("reasoning_gym")
+def reasoning_gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.adapters.reasoning_gym import expert_actions
+
+    return expert_actions(task, env_options)
+
+
+def expert_response(action: str, thought: str | None = None) -> str:
     """The expert's turn text: a short, predictable thought and the action, in the strict format.
 
     Kept short on purpose: the warm start is there to teach the format and the moves; a thought the model cannot
-    predict (e.g. how many steps remain) only adds loss it cannot reduce.
+    predict (e.g. how many steps remain) only adds loss it cannot reduce. An env may say what its expert looks at
+    (`expert_thought(action)`, e.g. Sokoban's box and target positions): still predictable from the prompt.
     """
-    return f"<think>Next move: {action}.</think><action>{action}</action>"
+    return f"<think>{thought or f'Next move: {action}.'}</think><action>{action}</action>"
 
 
 def expert_trajectory(
@@ -94,7 +102,8 @@ def expert_trajectory(
                                              history, step)
         else:
             prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
-        text = expert_response(action)
+        thought = env.expert_thought(action) if hasattr(env, "expert_thought") else None
+        text = expert_response(action, thought)
         response_ids = tokenizer.encode(text, add_special_tokens=False) + [eos]
         result = env.step(action)
         trajectory.turns.append(Turn(

@@ -125,7 +125,8 @@ def test_a_shared_prompt_is_computed_once_and_changes_nothing(model_dir):
     for share in (True, False):
         batch = [TurnSample(s.input_ids.copy(), s.loss_mask.copy(), s.old_logprobs.copy(), s.advantage, s.prompt_len)
                  for s in samples]
-        with Learner(model_dir, config(share_prompts=share, micro_batch_tokens=1000), in_process=True) as learner:
+        cfg = config(sharing="prompt" if share else "none", micro_batch_tokens=1000)
+        with Learner(model_dir, cfg, in_process=True) as learner:
             logprobs = learner.compute_logprobs(batch)
             with_learner_logprobs(learner, batch)
             metrics = learner.step(batch)

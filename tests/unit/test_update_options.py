@@ -212,8 +212,10 @@ def test_bad_objective_options_name_the_key_and_the_fix(values, message):
 
 
 def test_policy_loss_defaults_fill_the_clip_and_aggregation():
-    gspo = LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}).objective_spec()
-    assert (gspo.clip.eps_low, gspo.clip.eps_high, gspo.agg_mode) == (3e-4, 4e-4, "seq-mean-token-mean")
+    gspo_cfg = LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}})
+    gspo = gspo_cfg.objective_spec()  # KL and entropy token-mean (verl's loss_agg_mode default); GSPO's own term
+    assert (gspo.clip.eps_low, gspo.clip.eps_high, gspo.agg_mode) == (3e-4, 4e-4, "token-mean")
+    assert gspo_cfg.loss.policy_aggregation() == "seq-mean-token-mean"
     vanilla = LearnerConfig().objective_spec()
     assert (vanilla.clip.eps_low, vanilla.clip.eps_high, vanilla.clip.clip_ratio_c) == (0.2, 0.28, 3.0)
     assert vanilla.agg_mode == "token-mean"
@@ -233,3 +235,7 @@ def test_gspo_on_engine_logprobs_is_warned_about(caplog):
                                                              "old_logprobs": "recompute"}))
         warn_about_the_objective(LearnerConfig())
     assert caplog.text == ""
+    with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
+        warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo", "agg_mode": "token-mean"},
+                                                             "old_logprobs": "recompute"}))
+    assert "aggregates the KL and entropy terms only: gspo's policy term is always seq-mean-token-mean" in caplog.text
