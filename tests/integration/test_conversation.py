@@ -16,6 +16,7 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
+from agentforge.learner.packing import pack_micro_batches, padding_stats
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.turns import TRUNCATED
@@ -124,35 +125,42 @@ def test_the_context_limit_ends_the_episode_as_truncated(engine):
 
 
 def test_a_conversation_trains_the_same_with_shared_execution(engine, tiny_model_dir):
-    """The episode's turns as per-turn samples (each its own forward) vs the learner's shared execution: the same
-    log-probs, loss, gradient norm and update."""
+    """The episode's turns as per-turn samples (each its own forward: `learner.sharing=none`) vs the learner's shared
+    execution (`sharing=prefix`: an episode's turns run as one sequence): the same log-probs, loss, gradient norm
+    and update, for the tokens of one sequence per episode instead of one per turn."""
     groups, _ = play(engine, conversation(max_turns=3, max_new_tokens=6), tasks=1, group_size=2)
-    n_turns = sum(t.length for g in groups for t in g.trajectories)
+    trajectories = [t for g in groups for t in g.trajectories]
+    n_turns = sum(t.length for t in trajectories)
     advantages = np.random.default_rng(0).normal(size=n_turns)
     samples = samples_from_groups(groups, advantages)
     assert len(samples) == n_turns == 6
     for a, b in zip(samples, samples[1:], strict=False):  # within an episode each sample extends the last
         if b.prompt_len > a.length:
             assert (b.input_ids[: a.length] == a.input_ids).all()
+    shared = padding_stats(samples, pack_micro_batches(samples, 4096, "prefix"), "prefix")
+    apart = padding_stats(samples, pack_micro_batches(samples, 4096, "none"), "none")
+    one_sequence_each = sum(len(t.turns[-1].prompt_ids) + len(t.turns[-1].response_ids) for t in trajectories)
+    assert apart["row_tokens"] == sum(s.length for s in samples)
+    assert shared["row_tokens"] <= one_sequence_each < apart["row_tokens"]
     results = {}
-    for share in (True, False):
+    for sharing in ("prefix", "none"):
         batch = [type(s)(s.input_ids.copy(), s.loss_mask.copy(), s.old_logprobs.copy(), s.advantage, s.prompt_len)
                  for s in samples]
-        config = LearnerConfig.from_mapping({"lr": 1e-3, "micro_batch_tokens": 4096, "share_prompts": share})
+        config = LearnerConfig.from_mapping({"lr": 1e-3, "micro_batch_tokens": 4096, "sharing": sharing})
         with Learner(str(tiny_model_dir), config, in_process=True) as learner:
             for sample, logp in zip(batch, learner.compute_logprobs(batch), strict=True):
                 sample.old_logprobs[sample.prompt_len:] = logp
             metrics = learner.step(batch)
-            results[share] = ([s.old_logprobs.copy() for s in batch], metrics, dict(learner.export_weights()))
-    for a, b in zip(results[True][0], results[False][0], strict=True):
+            results[sharing] = ([s.old_logprobs.copy() for s in batch], metrics, dict(learner.export_weights()))
+    for a, b in zip(results["prefix"][0], results["none"][0], strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
-    assert results[True][1]["loss"] == pytest.approx(results[False][1]["loss"], abs=1e-6)
-    assert results[True][1]["grad_norm"] == pytest.approx(results[False][1]["grad_norm"], rel=1e-4)
-    assert results[True][1]["grad_norm"] > 0
-    for name, tensor in results[False][2].items():
-        diff = (results[True][2][name] - tensor).abs()
+    assert results["prefix"][1]["loss"] == pytest.approx(results["none"][1]["loss"], abs=1e-6)
+    assert results["prefix"][1]["grad_norm"] == pytest.approx(results["none"][1]["grad_norm"], rel=1e-4)
+    assert results["prefix"][1]["grad_norm"] > 0
+    for name, tensor in results["none"][2].items():
+        diff = (results["prefix"][2][name] - tensor).abs()
         assert int((diff > 1e-5).sum()) <= max(1, tensor.numel() // 2000), name
-    assert torch.is_tensor(next(iter(results[True][2].values())))
+    assert torch.is_tensor(next(iter(results["prefix"][2].values())))
 
 
 def test_expert_warm_start_data_has_the_conversation_format(engine):
