@@ -352,3 +352,4 @@ def test_verifiers_refuses_a_missing_or_bad_entry() -> None:
         make_env("verifiers", {"entry": "agentforge.envs.adapters.verifiers_example:nope"})
     with pytest.raises(ConfigError, match=r"does not take args \['size'\]"):
         make_env("verifiers", {"args": {"size": 3}})
+

@@ -196,14 +196,22 @@ class TextArenaEnv:
         self._opponent_rng = random.Random(task.seed)
         with self._rng.active():
             self._env.reset(num_players=self.num_players, seed=task.seed)
-            done = self._play_opponents()
-        self.done = done
+            # the game can end before the policy's first turn (an opponent's invalid moves): the next step then
+            # reports that end without playing its action (reset cannot say done in the Env protocol)
+            self._ended_before_turn = self._play_opponents()
+        self.done = False
         self.rewards: dict[int, float] = {}
         return self._observation()
 
     def step(self, action: str) -> StepResult:
         if self.done:
             raise RuntimeError(f"this {self.env_id} episode is over (done=True); call reset() before stepping again")
+        if self._ended_before_turn:
+            out: dict[str, Any] = {EXECUTABLE: False, INVALID: "the game ended before the policy's turn"}
+            with self._rng.active():
+                reward, won = self._finish(out)
+            self.done = True
+            return StepResult(self._observation(), reward, True, won, out)
         with self._rng.active():
             state = self._env.state
             errors_before = int(getattr(state, "error_count", 0))
@@ -213,7 +221,7 @@ class TextArenaEnv:
             reason = self._last_admin_message() if invalid else ""  # read before get_observation() clears it
             if not done:
                 done = self._play_opponents()
-        out: dict[str, Any] = {EXECUTABLE: not invalid}
+        out = {EXECUTABLE: not invalid}
         out.update({k: v for k, v in dict(info or {}).items() if isinstance(v, (bool, int, float, str))})
         if invalid:
             out[INVALID] = "TextArena refused the move (it counts against the game's error allowance): " + \
