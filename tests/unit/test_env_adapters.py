@@ -367,3 +367,11 @@ def test_gym_frozenlake_expert_plans_a_winning_walk_on_each_lake() -> None:
         assert results[-1].won and not any(r.done for r in results[:-1])
     assert frozenlake_plan(["SH", "HG"]) is None
     assert expert_actions(Task("gym", 0), {"id": "CliffWalking-v1"}) is None
+
+
+def test_textarena_check_options_refuses_a_missing_opponent_model_folder(tmp_path) -> None:
+    from agentforge.envs.adapters.textarena import TextArenaEnv
+
+    with pytest.raises(ConfigError, match="is not an HF model folder"):
+        TextArenaEnv.check_options({"id": "TicTacToe-v0", "opponent": "model", "opponent_model": str(tmp_path)},
+                                   ["train"])

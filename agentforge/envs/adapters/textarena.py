@@ -187,8 +187,16 @@ class TextArenaEnv:
 
     @classmethod
     def check_options(cls, options: dict[str, Any], splits: Sequence[str]) -> None:
+        """The game, options and opponent are valid; a model opponent's folder exists (it loads in the workers)."""
         env = cls(**options)
         env.close()
+        model = str(options.get("opponent_model", "smollm2-135m"))
+        if options.get("opponent") == "model" and model not in ("smollm2-135m", "tiny"):
+            from pathlib import Path
+
+            if not (Path(model) / "config.json").is_file():
+                raise ConfigError(f"env {NAME!r}: opponent_model {model!r} is not an HF model folder (no config.json);"
+                                  " use smollm2-135m, tiny, or a checkpoint's model/ folder")
 
     def reset(self, task: Task) -> Observation:
         self.player = task.seed % self.num_players if self.player_option == -1 else self.player_option
