@@ -70,6 +70,13 @@ def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | 
     return expert_actions(task, env_options)
 
 
+@EXPERTS.register("gym")
+def gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
+    from agentforge.envs.adapters.gym import expert_actions
+
+    return expert_actions(task, env_options)
+
+
 @EXPERTS.register("reasoning_gym")
 def reasoning_gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
     from agentforge.envs.adapters.reasoning_gym import expert_actions

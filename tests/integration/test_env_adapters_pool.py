@@ -1,5 +1,6 @@
-"""Library adapters in the Ray env pool: a worker killed mid-episode is restarted and its episodes replayed, and the
-pool shows exactly what in-process envs show (the adapters' private RNG states make the replays exact)."""
+"""Library adapters (gem, textarena, gym, verifiers) in the Ray env pool: a worker killed mid-episode is restarted
+and its episodes replayed, and the pool shows exactly what in-process envs show (the adapters' private RNG states
+make the replays exact)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ CASES = {
     "gem": ({"id": "game:Game2048-v0-easy"}, ["up", "down", "left", "right"]),  # a random tile after every move
     "textarena": ({"id": "TicTacToe-v0", "player": -1}, [str(i) for i in range(9)]),  # random opponent
     "gym": ({"id": "FrozenLake-v1"}, ["left", "down", "right", "up"]),  # slippery: the seed decides the slips
+    "verifiers": ({}, [str(i) for i in range(1, 11)]),  # the library's rollout thread is rebuilt and replayed
 }
 SEEDS = [3, 3, 8, 21, 40]
 TURNS = 6
@@ -43,7 +45,7 @@ def play(pool: EnvPool, env: str, moves: list[str], on_turn: Any = None) -> list
 
 @pytest.mark.parametrize("env", sorted(CASES))
 def test_a_killed_worker_is_restarted_and_its_adapter_episodes_replayed(env: str) -> None:
-    pytest.importorskip({"gem": "gem", "textarena": "textarena", "gym": "gymnasium"}[env])
+    pytest.importorskip({"gem": "gem", "textarena": "textarena", "gym": "gymnasium", "verifiers": "verifiers"}[env])
     options, moves = CASES[env]
     with LocalEnvPool(env, options) as local:
         expected = play(local, env, moves)

@@ -352,3 +352,26 @@ def test_verifiers_refuses_a_missing_or_bad_entry() -> None:
         make_env("verifiers", {"entry": "agentforge.envs.adapters.verifiers_example:nope"})
     with pytest.raises(ConfigError, match=r"does not take args \['size'\]"):
         make_env("verifiers", {"args": {"size": 3}})
+
+
+
+def test_gym_frozenlake_expert_plans_a_winning_walk_on_each_lake() -> None:
+    from agentforge.envs.adapters.gym import expert_actions, frozenlake_plan
+
+    options = {"kwargs": {"is_slippery": False}, "map_per_seed": 4}
+    for seed in (500_000, 500_001, 500_002):
+        plan = expert_actions(Task("gym", seed), options)
+        env = make_env("gym", options)
+        env.reset(Task("gym", seed))
+        results = [env.step(action) for action in plan]
+        assert results[-1].won and not any(r.done for r in results[:-1])
+    assert frozenlake_plan(["SH", "HG"]) is None
+    assert expert_actions(Task("gym", 0), {"id": "CliffWalking-v1"}) is None
+
+
+def test_textarena_check_options_refuses_a_missing_opponent_model_folder(tmp_path) -> None:
+    from agentforge.envs.adapters.textarena import TextArenaEnv
+
+    with pytest.raises(ConfigError, match="is not an HF model folder"):
+        TextArenaEnv.check_options({"id": "TicTacToe-v0", "opponent": "model", "opponent_model": str(tmp_path)},
+                                   ["train"])

@@ -33,7 +33,13 @@ SERVICE_MODULES = ("terminal", "search", "mcp", "tool")  # entry points that nee
 
 
 def _registry() -> dict[str, Any]:
-    import_library("gem", EXTRA, NAME)
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    import_library("gem", EXTRA, NAME)  # gem's __init__ calls logging.basicConfig(level=INFO): undone below
+    root.handlers[:] = handlers
+    root.setLevel(level)
     from gem.envs.registration import ENV_REGISTRY
 
     return ENV_REGISTRY

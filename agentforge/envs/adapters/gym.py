@@ -189,3 +189,45 @@ class GymEnv:
         # the raw observation (FrozenLake's cell index) is the state; the render also shows the last action taken
         self._last = Observation(text=text, anchor=repr(obs), admissible=list(self.actions))
         return self._last
+
+
+def frozenlake_plan(desc: Sequence[Sequence[Any]]) -> list[str] | None:
+    """A shortest walk from S to G over frozen cells (breadth-first), as action names; None when G is cut off.
+
+    agentforge's own planner, not Gymnasium's (it has none): the warm start's expert for FrozenLake ids. It plans
+    on the map as if the ice were not slippery; on slippery ice the walk may fail and the warm start skips it.
+    """
+    from collections import deque
+
+    grid = [[c.decode() if isinstance(c, bytes) else str(c) for c in row] for row in desc]
+    rows, cols = len(grid), len(grid[0])
+    start = next((r, c) for r in range(rows) for c in range(cols) if grid[r][c] == "S")
+    moves = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
+    previous: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {start: None}
+    frontier = deque([start])
+    while frontier:
+        cell = frontier.popleft()
+        if grid[cell[0]][cell[1]] == "G":
+            plan: list[str] = []
+            while previous[cell] is not None:
+                cell, action = previous[cell]  # type: ignore[misc]
+                plan.append(action)
+            return plan[::-1]
+        for action, (dr, dc) in moves.items():
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if 0 <= nxt[0] < rows and 0 <= nxt[1] < cols and nxt not in previous and grid[nxt[0]][nxt[1]] != "H":
+                previous[nxt] = (cell, action)
+                frontier.append(nxt)
+    return None
+
+
+def expert_actions(task: Task, env_options: dict[str, Any] | None = None) -> list[str] | None:
+    """FrozenLake: the planner's walk on the task's lake (other gym ids have no expert: None)."""
+    env = GymEnv(**dict(env_options or {}))
+    try:
+        if not env.env_id.startswith("FrozenLake") or env.actions != list(ACTION_NAMES["FrozenLake"]):
+            return None
+        env.reset(task)
+        return frozenlake_plan(env._env.unwrapped.desc)
+    finally:
+        env.close()

@@ -187,8 +187,16 @@ class TextArenaEnv:
 
     @classmethod
     def check_options(cls, options: dict[str, Any], splits: Sequence[str]) -> None:
+        """The game, options and opponent are valid; a model opponent's folder exists (it loads in the workers)."""
         env = cls(**options)
         env.close()
+        model = str(options.get("opponent_model", "smollm2-135m"))
+        if options.get("opponent") == "model" and model not in ("smollm2-135m", "tiny"):
+            from pathlib import Path
+
+            if not (Path(model) / "config.json").is_file():
+                raise ConfigError(f"env {NAME!r}: opponent_model {model!r} is not an HF model folder (no config.json);"
+                                  " use smollm2-135m, tiny, or a checkpoint's model/ folder")
 
     def reset(self, task: Task) -> Observation:
         self.player = task.seed % self.num_players if self.player_option == -1 else self.player_option
@@ -196,14 +204,22 @@ class TextArenaEnv:
         self._opponent_rng = random.Random(task.seed)
         with self._rng.active():
             self._env.reset(num_players=self.num_players, seed=task.seed)
-            done = self._play_opponents()
-        self.done = done
+            # the game can end before the policy's first turn (an opponent's invalid moves): the next step then
+            # reports that end without playing its action (reset cannot say done in the Env protocol)
+            self._ended_before_turn = self._play_opponents()
+        self.done = False
         self.rewards: dict[int, float] = {}
         return self._observation()
 
     def step(self, action: str) -> StepResult:
         if self.done:
             raise RuntimeError(f"this {self.env_id} episode is over (done=True); call reset() before stepping again")
+        if self._ended_before_turn:
+            out: dict[str, Any] = {EXECUTABLE: False, INVALID: "the game ended before the policy's turn"}
+            with self._rng.active():
+                reward, won = self._finish(out)
+            self.done = True
+            return StepResult(self._observation(), reward, True, won, out)
         with self._rng.active():
             state = self._env.state
             errors_before = int(getattr(state, "error_count", 0))
@@ -213,7 +229,7 @@ class TextArenaEnv:
             reason = self._last_admin_message() if invalid else ""  # read before get_observation() clears it
             if not done:
                 done = self._play_opponents()
-        out: dict[str, Any] = {EXECUTABLE: not invalid}
+        out = {EXECUTABLE: not invalid}
         out.update({k: v for k, v in dict(info or {}).items() if isinstance(v, (bool, int, float, str))})
         if invalid:
             out[INVALID] = "TextArena refused the move (it counts against the game's error allowance): " + \
