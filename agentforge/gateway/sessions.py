@@ -85,7 +85,7 @@ def build_prompt(renderer: ChatRenderer, session: Session, messages: list[dict[s
     for index in range(len(session.calls) - 1, -1, -1):  # the same request again (a new sample): the same prompt
         call = session.calls[index]
         if call.tools == tools and len(call.messages) == len(messages) and strip_ids(call.messages) == wanted:
-            return replace(call.prompt, repeats=index)
+            return replace(call.prompt, repeats=index, reencoded=None)
     for index in range(len(session.calls) - 1, -1, -1):
         call = session.calls[index]
         k = len(call.messages)
