@@ -133,6 +133,7 @@ class ChatRenderer:
         self._table = [MARK, *sorted(controls, key=len, reverse=True)]  # marker index -> the string it stands for
         self._index = {text: k for k, text in enumerate(self._table)}
         self._escape = re.compile("|".join(re.escape(t) for t in self._table))
+        self._firsts = {t[0] for t in self._table}
         self._control = re.compile("(" + "|".join(re.escape(t) for t in self._table[1:]) + ")") if controls else None
         self._marker = re.compile(re.escape(MARK) + r"(\d+)" + re.escape(MARK_END))
         self._bytes: dict[int, bytes] = {}
@@ -149,13 +150,15 @@ class ChatRenderer:
         if not self.escape_specials:
             return value
         if isinstance(value, str):
-            if MARK not in value and not any(t in value for t in self._table[1:]):
+            if not any(c in value for c in self._firsts) or self._escape.search(value) is None:
                 return value
             return self._escape.sub(lambda m: f"{MARK}{self._index[m.group(0)]}{MARK_END}", value)
-        if isinstance(value, list):
-            return [self.escape(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.escape(v) for k, v in value.items()}
+        if isinstance(value, (list, dict)):  # (tools, tool-call arguments: one look at their JSON first)
+            if self._escape.search(json.dumps(value, ensure_ascii=False)) is None:
+                return value
+            if isinstance(value, list):
+                return [self.escape(v) for v in value]
+            return {self.escape(k): self.escape(v) for k, v in value.items()}
         return value
 
     def restore(self, marked: str) -> str:
