@@ -375,3 +375,10 @@ def test_textarena_check_options_refuses_a_missing_opponent_model_folder(tmp_pat
     with pytest.raises(ConfigError, match="is not an HF model folder"):
         TextArenaEnv.check_options({"id": "TicTacToe-v0", "opponent": "model", "opponent_model": str(tmp_path)},
                                    ["train"])
+
+
+def test_every_adapter_has_a_prompt_template() -> None:
+    from agentforge.agent.prompts import prompt_for
+
+    for name in ("gym", "gem", "textarena", "reasoning_gym", "verifiers"):
+        assert prompt_for(name).action_tag == "action"
