@@ -382,3 +382,17 @@ def test_every_adapter_has_a_prompt_template() -> None:
 
     for name in ("gym", "gem", "textarena", "reasoning_gym", "verifiers"):
         assert prompt_for(name).action_tag == "action"
+
+
+def test_verifiers_env_built_on_a_thread_leaves_the_signal_handlers_alone() -> None:
+    import signal
+    import threading
+
+    pytest.importorskip("verifiers")
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    built: list = []
+    thread = threading.Thread(target=lambda: built.append(make_env("verifiers", {})))  # as an env worker does
+    thread.start()
+    thread.join()
+    assert built and (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    built[0].close()
