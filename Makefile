@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup demo test test-unit test-slurm test-gpu docker-check lint bench clean
+.PHONY: setup demo test test-long test-unit test-slurm test-gpu docker-check lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -13,8 +13,13 @@ $(VENV)/.installed: pyproject.toml scripts/install.sh
 demo: setup
 	$(BIN)/agentforge train recipe=sokoban_demo
 
+# `make test` leaves out the `long` variants (tests/conftest.py LONG_TESTS: each names the test that keeps its path
+# here); `make test-long` runs only them, on a schedule. The suite prints its 15 slowest files at the end.
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not long" --durations=25
+
+test-long: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m long --durations=0
 
 test-unit: setup
 	$(BIN)/python -m pytest -q -m unit

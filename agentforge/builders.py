@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentforge.agent.prompts import prompt_for
+from agentforge.agent.prompts import PromptTemplate, prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.engines import make_engine
 from agentforge.engines.base import RolloutEngine
@@ -18,6 +18,7 @@ from agentforge.envs.pool import EnvPool, make_pool
 from agentforge.errors import ConfigError
 from agentforge.models.loading import ModelSpec, resolve_model
 from agentforge.rollout.workflow import RolloutContext
+from agentforge.tasks import mix_weights
 from agentforge.types import SamplingConfig
 
 
@@ -139,9 +140,21 @@ def build_intervention(cfg: DictConfig) -> InterventionSpec | None:
     return InterventionSpec(kind=spec["kind"], params=spec.get("params", {})) if spec else None
 
 
+def build_templates(cfg: DictConfig) -> tuple[PromptTemplate, dict[str, PromptTemplate]]:
+    """The run's prompt template and, for `env=mix`, each member env's own (the first member's is the run's)."""
+    weights = mix_weights(str(cfg.env.name), without_name(cfg.env))
+    if weights is None:
+        return prompt_for(cfg.env.name), {}
+    templates = {name: prompt_for(name) for name in weights}
+    return next(iter(templates.values())), templates
+
+
 def build_rollout_context(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> RolloutContext:
-    """What a rollout workflow plays with: the engine, the env pool, the env's prompt template, the agent config."""
-    return RolloutContext(engine, pool, prompt_for(cfg.env.name), build_agent_config(cfg), build_intervention(cfg))
+    """What a rollout workflow plays with: the engine, the env pool, the env's prompt template (each member's, for
+    env=mix), the agent config."""
+    template, templates = build_templates(cfg)
+    return RolloutContext(engine, pool, template, build_agent_config(cfg), build_intervention(cfg),
+                          templates=templates)
 
 
 def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:

@@ -40,7 +40,11 @@ commands:
                requeued and resumed before the time limit (`agentforge launch help`; --dry-run prints the script)
   config       every config key with its type, default and help (agentforge config [group [option]])
   envs list    list the registered environments
-  envs check   build each env and play one random episode
+  envs check   build each env (or the ones named) and play one random episode
+  export       a run's checkpoint as a self-contained Hugging Face folder: LoRA merged (or adapter_only=true),
+               tokenizer, chat template, generation config, model card; push_to_hub=<repo> (export --help)
+  serve        the OpenAI-compatible API (chat completions with tools, /v1/models) on a checkpoint or an
+               exported folder, loopback + bearer token (serve --help)
 
 examples:
   agentforge train recipe=gigpo_sokoban
@@ -57,6 +61,9 @@ examples:
   agentforge launch slurm recipe=tjpo_alfworld nodes=2 cpus_per_node=16 time=12:00:00 --dry-run
   agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
   agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
+  agentforge export runs/train/<time> dtype=bf16    (writes runs/train/<time>/export/iter_<N>)
+  agentforge serve runs/train/<time>/export/iter_<N> port=8000
+  agentforge envs check sokoban search_qa
 """
 
 
@@ -93,7 +100,7 @@ def _run_sft(cfg: DictConfig) -> None:
 HYDRA_COMMANDS: dict[str, Callable[[DictConfig], None]] = {
     "train": _run_train, "rollout": _run_rollout, "sft": _run_sft, "rft": _run_rft, "eval": _run_eval,
 }
-PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config")
+PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config", "export", "serve")
 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
@@ -157,38 +164,6 @@ def mark_failed(cfg: DictConfig, error: BaseException) -> None:
             (run_dir / FAILED_MARKER).write_text(f"{type(error).__name__}: {error}\n")
 
 
-def envs_command(args: list[str]) -> int:
-    from agentforge.envs import ENVS
-    from agentforge.envs.base import make_env
-    from agentforge.tasks import TaskSampler
-
-    action = args[0] if args else "list"
-    if action == "list":
-        for name in ENVS.names():
-            print(name)
-        return 0
-    if action == "check":
-        import random
-
-        failures = 0
-        for name in ENVS.names():
-            try:
-                env = make_env(name)
-                obs = env.reset(TaskSampler(name).sample(1)[0])
-                steps, done = 0, False
-                while not done and steps < 20:
-                    result = env.step(random.choice(obs.admissible or ["look"]))
-                    obs, done, steps = result.observation, result.done, steps + 1
-                env.close()
-                print(f"{name}: ok ({steps} random steps)")
-            except AgentforgeError as error:  # a missing extra or data: say which, keep checking the others
-                failures += 1
-                print(f"{name}: unavailable: {error}")
-        return 1 if failures else 0
-    print(f"unknown envs action {action!r}; use: agentforge envs list | agentforge envs check", file=sys.stderr)
-    return 2
-
-
 _VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir",
                 "-cd", "--experimental-rerun", "--info", "-i"}
 
@@ -247,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     try:
         if command == "envs":
+            from agentforge.envs.command import envs_command
+
             return envs_command(rest)
         if command == "sweep-report":
             from agentforge.evaluation.sweep_report import sweep_report_command
@@ -263,7 +240,18 @@ def main(argv: list[str] | None = None) -> int:
         if command == "config":
             from agentforge.schema.docs import config_command
 
+            if any(a in ("-h", "--help") for a in rest):  # the group list is its help
+                print("usage: agentforge config [group [option]] [--markdown] | --sync-docs")
+                rest = [a for a in rest if a not in ("-h", "--help")][:0]
             return config_command(rest)
+        if command == "export":
+            from agentforge.export.command import export_command
+
+            return export_command(rest)
+        if command == "serve":
+            from agentforge.serving.command import serve_command
+
+            return serve_command(rest)
         if command not in HYDRA_COMMANDS:
             valid = ", ".join([*HYDRA_COMMANDS, *PLAIN_COMMANDS])
             print(f"agentforge: unknown command {command!r}; valid commands: {valid}\n\n{USAGE}", file=sys.stderr)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
+import uuid
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -84,6 +86,12 @@ def recipe_file_override(overrides: list[str]) -> tuple[list[str], list[Path]]:
     return out, files
 
 
+def fresh_run_dir() -> str:
+    """A new run folder's path in the temp dir, not created: a command that writes a run creates it
+    (`builders.prepare_run_dir`), so composing a config only to read it leaves no empty folder behind."""
+    return str(Path(tempfile.gettempdir()) / f"agentforge-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}")
+
+
 def compose_config(overrides: list[str] | None = None, run_dir: str | None = None) -> DictConfig:
     """The same config `agentforge <command> <overrides>` would run with; `run_dir` replaces Hydra's output dir.
     Dtypes come back resolved (`auto` -> bfloat16 or float32 for this machine), as the CLI resolves them."""
@@ -92,7 +100,7 @@ def compose_config(overrides: list[str] | None = None, run_dir: str | None = Non
     with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
         cfg = compose(config_name="config", overrides=overrides)
     with open_dict(cfg):
-        cfg.run_dir = run_dir or tempfile.mkdtemp(prefix="agentforge-")
+        cfg.run_dir = run_dir or fresh_run_dir()
     for message in resolve_config_dtypes(cfg).warnings:
         warnings.warn(message, SlowDtypeWarning, stacklevel=2)
     return cfg

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from agentforge.errors import ConfigError
 from agentforge.types import Task
 
 SPLIT_SEED_BASE = {"train": 0, "eval": 1_000_000, "test": 2_000_000}
+MIX = "mix"  # the env that plays several member envs in one run (agentforge/envs/mix.py)
+WEIGHT = "weight"
+DEFAULT_MEMBERS = {"sokoban": {WEIGHT: 1.0}, "search_qa": {WEIGHT: 1.0}}  # two cheap built-ins (`envs: null`)
 
 
 @dataclass
@@ -33,3 +39,110 @@ class TaskSampler:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.position = int(state["position"])
+
+
+@dataclass
+class MixedTaskSampler:
+    """Tasks of several envs by weight (`env=mix`): each env's tasks take consecutive seeds of the split, as a
+    `TaskSampler` of that env would hand them out, and the envs take turns by smooth weighted round robin, so every
+    prefix of the sequence is as close to the weights as whole tasks allow (weights 2:1 give a a b a a b ...,
+    never a run of one env that a random draw could give a small batch). Deterministic; its counters are part of a
+    checkpoint."""
+
+    weights: dict[str, float]
+    split: str = "train"
+    seed_offset: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    credit: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLIT_SEED_BASE:
+            raise ConfigError(f"unknown split {self.split!r}; valid splits: {', '.join(SPLIT_SEED_BASE)}")
+        if not self.weights or any(not w > 0 for w in self.weights.values()):
+            raise ConfigError(f"mixed task sampling needs positive weights, got {self.weights}")
+        for env in self.weights:
+            self.counts.setdefault(env, 0)
+            self.credit.setdefault(env, 0.0)
+
+    @property
+    def position(self) -> int:
+        return sum(self.counts.values())
+
+    def next_env(self) -> str:
+        total = sum(self.weights.values())
+        for env, weight in self.weights.items():
+            self.credit[env] += weight
+        env = max(self.weights, key=lambda e: self.credit[e])  # ties: the first listed
+        self.credit[env] -= total
+        return env
+
+    def sample(self, count: int) -> list[Task]:
+        out = []
+        for _ in range(count):
+            env = self.next_env()
+            seed = SPLIT_SEED_BASE[self.split] + self.seed_offset + self.counts[env]
+            self.counts[env] += 1
+            out.append(Task(env=env, seed=seed, split=self.split))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position, "counts": dict(self.counts), "credit": dict(self.credit)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "counts" not in state:
+            raise ConfigError("this checkpoint's task sampler is not a mixed one (env=mix); resume it with the env "
+                              "it was trained on")
+        self.counts = {env: int(state["counts"].get(env, 0)) for env in self.weights}
+        self.credit = {env: float(state["credit"].get(env, 0.0)) for env in self.weights}
+
+
+def mix_weights(env_name: str, env_options: dict[str, Any] | None) -> dict[str, float] | None:
+    """The member weights of `env=mix` (None for any other env)."""
+    if env_name != MIX:
+        return None
+    return {name: weight for name, (weight, _) in mix_members((env_options or {}).get("envs")).items()}
+
+
+def task_sampler(env_name: str, env_options: dict[str, Any] | None, split: str = "train",
+                 seed_offset: int = 0) -> TaskSampler | MixedTaskSampler:
+    """The sampler of a run's training tasks: by weight over the members of `env=mix`, else one env's seeds."""
+    weights = mix_weights(env_name, env_options)
+    if weights is None:
+        return TaskSampler(env_name, split, seed_offset)
+    return MixedTaskSampler(weights, split, seed_offset)
+
+
+def held_out_tasks(env_name: str, env_options: dict[str, Any] | None, count: int, split: str = "eval",
+                   seed_offset: int = 0) -> list[Task]:
+    """Held-out tasks: `count` of the env's split; for `env=mix`, `count` of each member's (every member gets its
+    own eval, reported as `eval/<env>/...`)."""
+    weights = mix_weights(env_name, env_options)
+    names = list(weights) if weights is not None else [env_name]
+    return [task for name in names for task in TaskSampler(name, split, seed_offset).sample(count)]
+
+
+def mix_members(envs: Any) -> dict[str, tuple[float, dict[str, Any]]]:
+    """`{env: (weight, options)}` from the `envs` option (`{sokoban: {weight: 2, dim_room: [6, 6]}, ...}`), checked:
+    at least one member, positive finite weights, no nested mix. Errors name the member and the fix. None: the
+    default members (Sokoban and search QA, equal weights)."""
+    if envs is None:
+        envs = DEFAULT_MEMBERS
+    if not isinstance(envs, Mapping) or not envs:
+        raise ConfigError("env=mix needs env.envs: a mapping of member envs to their weight and options, e.g. "
+                          "env.envs={sokoban: {weight: 1}, search_qa: {weight: 1}}")
+    out: dict[str, tuple[float, dict[str, Any]]] = {}
+    for name, spec in envs.items():
+        spec = dict(spec or {})
+        spec.pop("name", None)
+        weight = spec.pop(WEIGHT, 1.0)
+        if str(name) == MIX:
+            raise ConfigError("env=mix cannot contain another mix; list its member envs directly")
+        try:
+            weight = float(weight)
+        except (TypeError, ValueError):
+            weight = math.nan
+        if not math.isfinite(weight) or weight <= 0:
+            raise ConfigError(f"env.envs.{name}.weight={spec.get(WEIGHT, weight)!r}: a member's weight must be a "
+                              "positive number (its share of the training tasks)")
+        out[str(name)] = (weight, spec)
+    return out

@@ -17,6 +17,11 @@ class Task:
     split: str = "train"
     task_id: str = ""
 
+    @property
+    def key(self) -> str:
+        """The task's identity across evals: what a paired comparison of two evals matches on."""
+        return f"{self.env}:{self.split}:{self.seed}" + (f":{self.task_id}" if self.task_id else "")
+
     def describe(self) -> str:
         return f"{self.env}[{self.split}] seed={self.seed}" + (f" id={self.task_id}" if self.task_id else "")
 

@@ -7,25 +7,18 @@ Writes benchmarks/results/advantages.json and prints one summary line. Best of 3
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import random
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
+from _report import publish
 
-import numpy as np  # noqa: E402
+from agentforge.algorithms import GRPO, GiGPO, TurnBatch
+from agentforge.hardware import describe
+from agentforge.types import Group, Task, Trajectory, Turn
 
-from agentforge.algorithms import GRPO, GiGPO, TurnBatch  # noqa: E402
-from agentforge.hardware import describe  # noqa: E402
-from agentforge.types import Group, Task, Trajectory, Turn  # noqa: E402
-
-RESULT = REPO / "benchmarks" / "results" / "advantages.json"
 ANCHOR_POOL = 12  # distinct anchors per group, so step groups repeat across trajectories and timesteps
 
 
@@ -99,14 +92,12 @@ def main() -> None:
         "machine": platform.machine(),
         "hardware": describe("float64 (numpy)"),
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(
+    publish("advantages", result,
         f"advantages over {batch.n_turns} turns (best of {args.repeats}): build {timings['build_s'] * 1e3:.1f} ms, "
         f"grpo {timings['grpo_compute_s'] * 1e3:.1f} ms, gigpo {timings['gigpo_compute_s'] * 1e3:.1f} ms, "
         f"gigpo std/turn {timings['gigpo_std_turn_compute_s'] * 1e3:.1f} ms, "
         f"gigpo similarity {timings['gigpo_similarity_compute_s'] * 1e3:.1f} ms, "
-        f"gigpo end-to-end {timings['gigpo_end_to_end_s'] * 1e3:.1f} ms -> {RESULT.relative_to(REPO)}"
+        f"gigpo end-to-end {timings['gigpo_end_to_end_s'] * 1e3:.1f} ms"
     )
 
 

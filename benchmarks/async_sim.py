@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import json
 import math
 import random
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+from _report import publish
+
 CONCURRENCY = 64
 DECODE_TOK_S = 40.0
 PREFILL_TOK_S = 8_000.0
@@ -232,11 +231,9 @@ def main() -> None:
                            "tokens_median": TOKENS_MEDIAN, "train_tok_s_per_gpu": TRAIN_TOK_S_PER_GPU,
                            "sync_s": SYNC_S, "tasks": TASKS, "group": GROUP, "steps": STEPS},
            "rows": rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "async_sim.json").write_text(json.dumps(out, indent=2))
     line = "; ".join(f"{r['env']} {r['gpus']} GPUs: k=1 {r['async_k1']['speedup']:.2f}x, "
                      f"k=2 {r['async_k2']['speedup']:.2f}x" for r in rows)
-    print(f"async_sim (SIMULATION): {line}")
+    publish("async_sim", out, f"async_sim (SIMULATION): {line}")
 
 
 if __name__ == "__main__":

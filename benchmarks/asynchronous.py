@@ -15,19 +15,16 @@ Writes benchmarks/results/asynchronous.json and one summary line.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from _report import metric_rows, publish
 
 from agentforge.config import compose_config
 from agentforge.hardware import describe
 from agentforge.training.trainer import Trainer
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def run(k: int, args: argparse.Namespace, engine: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -45,7 +42,7 @@ def run(k: int, args: argparse.Namespace, engine: tuple[str, ...] = ()) -> dict[
         started = time.perf_counter()
         Trainer(cfg).fit()
         total = time.perf_counter() - started
-        rows = [json.loads(line) for line in (Path(tmp) / "metrics.jsonl").read_text().splitlines()]
+        rows = metric_rows(tmp)
     rows = [r for r in rows if "time/iteration" in r]
     timed = rows[1:]  # the first iteration pays the start-up
     wall = sum(r["time/iteration"] for r in timed)
@@ -77,12 +74,10 @@ def main() -> None:
     for r in results:
         r["speedup"] = round(r["episodes_per_hour"] / base, 2)
     out = {"machine": describe(), "threads": "replica 1, learner 1", "results": results}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "asynchronous.json").write_text(json.dumps(out, indent=2))
     line = "; ".join(f"k={r['max_staleness']}{' ' + ' '.join(r['engine']) if r['engine'] else ''}: "
                      f"{r['episodes_per_hour']} episodes/h ({r['speedup']}x), learner busy {r['learner_busy']:.0%}, "
                      f"token staleness {r['token_staleness_mean']:.2f}" for r in results)
-    print(f"asynchronous: {line}")
+    publish("asynchronous", out, f"asynchronous: {line}")
 
 
 if __name__ == "__main__":

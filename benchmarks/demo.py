@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from _report import publish
 
 
 def main() -> None:
@@ -56,13 +56,14 @@ def main() -> None:
     report = {"command": command, "hardware": describe(dtype), "wall_seconds": wall, "peak_rss_gb": peak / 1e9,
               "peak_rss_with_children_gb": peak_total / 1e9,
               "evals": rows, "verdict": summary.get("verdict"), "log": str(log)}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"demo_{dtype}.json").write_text(json.dumps(report, indent=2))
     evals = " → ".join(f"{r['name']} {r['success']:.0%} [{r['success_interval'][0]:.0%}, "
-                       f"{r['success_interval'][1]:.0%}] valid {r['valid_format']:.0%}" for r in rows)
-    print(f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB "
-          f"({peak_total / 1e9:.2f} GB with its workers) | "
-          f"{evals}")
+                       f"{r['success_interval'][1]:.0%}]"
+                       + (f" valid {r['valid_format']:.0%}" if r.get("valid_format") is not None else "")
+                       for r in rows)
+    publish(f"demo_{dtype}", report,
+            f"demo {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min, peak RSS {peak / 1e9:.2f} GB "
+            f"({peak_total / 1e9:.2f} GB with its workers) | "
+            f"{evals}")
 
 
 if __name__ == "__main__":

@@ -23,19 +23,14 @@ variant's process) and prints one line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _report import hand_to_parent, publish, read_child
 
-RESULTS = REPO / "benchmarks" / "results"
 VARIANTS: dict[str, dict[str, str]] = {
     "native": {},
     "aten_avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
@@ -104,10 +99,7 @@ def run_variant(name: str, budget: float, threads: int) -> dict:
     env.update(VARIANTS[name])
     out = subprocess.run([sys.executable, __file__, "--child", "--budget", str(budget), "--threads", str(threads)],
                          env=env, capture_output=True, text=True, check=False)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"variant {name} failed:\n{out.stderr[-3000:]}")
-    return {"variables": VARIANTS[name], **json.loads(lines[-1].removeprefix("RESULT "))}
+    return {"variables": VARIANTS[name], **read_child(out, f"variant {name}")}
 
 
 def main() -> None:
@@ -118,7 +110,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.budget, args.threads)))
+        hand_to_parent(child(args.budget, args.threads))
         return
     from agentforge.hardware import describe
 
@@ -133,16 +125,15 @@ def main() -> None:
     hardware = describe("float32 and bfloat16")
     report = {"hardware": hardware, "threads": args.threads, "budget_s": args.budget,
               "linear_shape": {"batch": BATCH, "in": HIDDEN, "out": INTERMEDIATE}, "variants": results}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "dtype_matmul.json").write_text(json.dumps(report, indent=2) + "\n")
     cells = []
     for name, result in results.items():
         ratios = " ".join(f"{result['gflops'][op]['bf16_over_fp32']:.2f}" for op in OPS)
         square = result["gflops"]["matmul_1024"]
         cells.append(f"{name} {square['float32']:.0f}/{square['bfloat16']:.1f} GFLOP/s, bf16/fp32 {ratios}")
-    print(f"dtype_matmul {hardware['cpu_model']} [{hardware['cpu_kind']}, torch {hardware['torch_cpu_capability']}], "
-          f"{args.threads} threads; 1024^3 fp32/bf16 and bf16/fp32 speed ratio per op ({', '.join(OPS)}): "
-          + " | ".join(cells))
+    publish("dtype_matmul", report,
+            f"dtype_matmul {hardware['cpu_model']} [{hardware['cpu_kind']}, torch {hardware['torch_cpu_capability']}], "
+            f"{args.threads} threads; 1024^3 fp32/bf16 and bf16/fp32 speed ratio per op ({', '.join(OPS)}): "
+            + " | ".join(cells))
 
 if __name__ == "__main__":
     main()

@@ -13,18 +13,13 @@ changes (docs/dtype.md), so `avx2` emulates torch's and oneDNN's side only. Writ
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _report import hand_to_parent, publish, read_child
 
-RESULTS = REPO / "benchmarks" / "results"
 VARIANTS = {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 DTYPES = ("float32", "bfloat16")
 EMULATION_VARS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
@@ -72,10 +67,7 @@ def run(variant: str, dtype: str, args: argparse.Namespace) -> dict:
                str(args.batch), "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
                "--repeats", str(args.repeats)]
     out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"{variant} {dtype} failed:\n{out.stderr[-3000:]}")
-    return {"variables": VARIANTS[variant], **json.loads(lines[-1].removeprefix("RESULT "))}
+    return {"variables": VARIANTS[variant], **read_child(out, f"{variant} {dtype}")}
 
 
 def main() -> None:
@@ -90,7 +82,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args)))
+        hand_to_parent(child(args))
         return
     from agentforge.hardware import describe
 
@@ -99,13 +91,12 @@ def main() -> None:
     hardware = describe("float32 and bfloat16")
     report = {"hardware": hardware, "config": {k: v for k, v in vars(args).items() if k not in ("child", "dtype")},
               "variants": results}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "dtype_vllm.json").write_text(json.dumps(report, indent=2) + "\n")
     cells = [f"{name} fp32 {r['float32']['tokens_per_s']:.0f} / bf16 {r['bfloat16']['tokens_per_s']:.0f} tok/s "
              f"(bf16/fp32 {r['bfloat16']['tokens_per_s'] / r['float32']['tokens_per_s']:.2f}, vLLM kernels "
              f"{r['bfloat16']['vllm_kernel_isa']})" for name, r in results.items()]
-    print(f"dtype_vllm {args.model} batch {args.batch} x {args.new_tokens} tokens, {args.threads} threads, "
-          f"{hardware['cpu_model']} [{hardware['cpu_kind']}]: " + " | ".join(cells))
+    publish("dtype_vllm", report,
+            f"dtype_vllm {args.model} batch {args.batch} x {args.new_tokens} tokens, {args.threads} threads, "
+            f"{hardware['cpu_model']} [{hardware['cpu_kind']}]: " + " | ".join(cells))
 
 
 if __name__ == "__main__":

@@ -16,24 +16,19 @@ summary line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pickle
 import platform
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _report import publish
 
-from agentforge.envs.pool import EnvHost, EnvPool, LocalEnvPool, RayEnvPool, ensure_ray  # noqa: E402
-from agentforge.types import Task  # noqa: E402
+from agentforge.envs.pool import EnvHost, EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
+from agentforge.types import Task
 
-RESULT = REPO / "benchmarks" / "results" / "env_pool.json"
 OPTIONS: dict[str, dict[str, Any]] = {
     "sokoban": {"dim_room": [6, 6], "num_boxes": 1, "max_steps": 100},
     "alfworld": {"max_steps": 100},
@@ -180,8 +175,6 @@ def main() -> None:
         candidate = env in args.candidate_envs
         results[env] = {str(n): measure(env, n, steps, workers, rounds, candidate) for n in args.episodes}
     report = {"config": vars(args), "machine": machine(), "results": results}
-    RESULT.parent.mkdir(exist_ok=True)
-    RESULT.write_text(json.dumps(report, indent=2))
     main_pool = f"ray_{args.workers[0]}w"
     parts = []
     for env, by_n in results.items():
@@ -191,8 +184,9 @@ def main() -> None:
                          f"{r[main_pool]['steps_per_s']:.0f} steps/s ({r['ray_over_local'][main_pool]:.2f}x"
                          + (f", stdlib pickle {candidate:.2f}x)" if candidate is not None else ")"))
     load = os.getloadavg()[0]
-    print(f"env pool steps/s, Ray vs in-process, {report['machine']['cores']} cores (load {load:.1f}): "
-          + " | ".join(parts))
+    publish("env_pool", report,
+            f"env pool steps/s, Ray vs in-process, {report['machine']['cores']} cores (load {load:.1f}): "
+            + " | ".join(parts))
 
 
 if __name__ == "__main__":

@@ -14,24 +14,16 @@ summary line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-for folder in (REPO, REPO / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+from _report import publish
+from env_pool import OPTIONS, Player, machine
 
-from env_pool import OPTIONS, Player, machine  # noqa: E402
+from agentforge.envs.pool import RayEnvPool, ensure_ray
+from agentforge.reliability.rss import PeakTreeRSS, tree_rss
 
-from agentforge.envs.pool import RayEnvPool, ensure_ray  # noqa: E402
-from agentforge.reliability.rss import PeakTreeRSS, tree_rss  # noqa: E402
-
-RESULT = REPO / "benchmarks" / "results" / "env_pool_load.json"
 MB = 2**20
 
 
@@ -79,12 +71,11 @@ def main() -> None:
         results[str(n)] = {**runs[len(runs) // 2], "steps_per_s_all": [r["steps_per_s"] for r in runs],
                            "peak_tree_rss_mb": max(r["peak_tree_rss_mb"] for r in runs)}
     report = {"config": vars(args), "machine": machine(), "results": results}
-    RESULT.parent.mkdir(exist_ok=True)
-    RESULT.write_text(json.dumps(report, indent=2))
     parts = [f"x{n}: {r['steps_per_s']:.0f} steps/s, {r['turn_ms']:.1f} ms/turn, peak {r['peak_tree_rss_mb']:.0f} MB"
              for n, r in results.items()]
-    print(f"env pool load, {args.env}, Ray {args.workers} workers, {report['machine']['cores']} cores "
-          f"(load {os.getloadavg()[0]:.1f}): " + " | ".join(parts))
+    publish("env_pool_load", report,
+            f"env pool load, {args.env}, Ray {args.workers} workers, {report['machine']['cores']} cores "
+            f"(load {os.getloadavg()[0]:.1f}): " + " | ".join(parts))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ line.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import threading
 import time
-from pathlib import Path
 from typing import Any
+
+from _report import publish
 
 from agentforge.engines.replicas.actor import EngineReplica
 from agentforge.engines.shared import checkpoint_tensors
@@ -32,7 +32,6 @@ from agentforge.hardware import describe
 from agentforge.models.loading import load_tokenizer, resolve_model
 from agentforge.types import SamplingConfig
 
-RESULTS = Path(__file__).parent / "results"
 OPTIONS = {"kv_cache_space_gb": 1.0, "max_model_len": 2048}
 
 
@@ -126,8 +125,6 @@ def main() -> None:
                                        args.rounds)
     out = {"machine": describe(spec.dtype), "threads": 2, "prompts": args.prompts, "max_new_tokens": args.tokens,
            "rounds": args.rounds, "block_sizes": by_block}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "interruptible.json").write_text(json.dumps(out, indent=2))
     parts = []
     for block, result in by_block.items():
         rates = ", ".join(f"{c}: {result['overhead'][str(c)]['rate_vs_unsplit']:.2f}x" for c in chunks[1:])
@@ -136,7 +133,7 @@ def main() -> None:
                      f"{push['0']['push_wait_s']:.2f} s unsplit vs {push[str(chunks[1])]['push_wait_s']:.2f} s "
                      f"(chunk {chunks[1]})")
     line = "; ".join(parts)
-    print(f"interruptible: {line}")
+    publish("interruptible", out, f"interruptible: {line}")
 
 
 if __name__ == "__main__":

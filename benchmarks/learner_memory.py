@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes.util
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from _report import hand_to_parent, publish, read_child
+
 LORA = {"enabled": True, "rank": 16, "alpha": 32,
         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 
@@ -87,10 +86,7 @@ def run_variant(dtype: str, tokens: int, allocator: str) -> dict:
         env["LD_PRELOAD"] = library
     out = subprocess.run([sys.executable, __file__, "--one", dtype, str(tokens)], env=env, capture_output=True,
                          text=True, check=False)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"variant {dtype} {tokens} {allocator} failed:\n{out.stderr[-3000:]}")
-    return {"allocator": allocator, **json.loads(lines[-1].removeprefix("RESULT "))}
+    return {"allocator": allocator, **read_child(out, f"variant {dtype} {tokens} {allocator}")}
 
 
 def main() -> None:
@@ -101,7 +97,7 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print("RESULT " + json.dumps(measure(args.one[0], int(args.one[1]))), flush=True)
+        hand_to_parent(measure(args.one[0], int(args.one[1])))
         return
     from agentforge.hardware import describe
 
@@ -109,11 +105,10 @@ def main() -> None:
     done = [r for r in results if "skipped" not in r]
     dtype = done[0]["dtype"] if done else args.dtype
     report = {"config": vars(args), "hardware": describe(dtype), "results": results}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "learner_memory.json").write_text(json.dumps(report, indent=2))
-    print(f"learner step, SmolLM2 LoRA {dtype} [{report['hardware']['cpu_kind']}]: " + " | ".join(
-        f"{r['allocator']} {r['micro_batch_tokens']} tok: peak {r['peak_rss_gb']:.1f} GB, {r['step_s']:.0f} s"
-        for r in done))
+    publish("learner_memory", report,
+            f"learner step, SmolLM2 LoRA {dtype} [{report['hardware']['cpu_kind']}]: " + " | ".join(
+          f"{r['allocator']} {r['micro_batch_tokens']} tok: peak {r['peak_rss_gb']:.1f} GB, {r['step_s']:.0f} s"
+          for r in done))
 
 
 if __name__ == "__main__":

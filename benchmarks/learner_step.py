@@ -13,18 +13,16 @@ FACTS baseline (TRL GRPOTrainer, same CPU): ~25 s forward+backward for 8x4 compl
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import time
-from pathlib import Path
 
 import numpy as np
+from _report import publish
 
 from agentforge.hardware import describe
 from agentforge.learner import Learner, LearnerConfig, TurnSample
 from agentforge.models import resolve_model
 
-RESULTS = Path(__file__).parent / "results"
 SETTINGS = {
     "fp32_full": {"dtype": "float32", "lora": {"enabled": False}},
     "bf16_lora": {"dtype": "bfloat16", "lora": {"enabled": True}},
@@ -84,13 +82,12 @@ def main() -> None:
     speedup = results["bf16_lora"]["tokens_per_s"] / results["fp32_full"]["tokens_per_s"]
     hardware = describe("float32 (fp32_full) and bfloat16 (bf16_lora)")
     report = {"config": vars(args), "hardware": hardware, "results": results, "bf16_lora_over_fp32_full": speedup}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "learner_step.json").write_text(json.dumps(report, indent=2))
-    print(f"learner step {args.samples}x{args.tokens} {args.model} ZeRO-{args.zero_stage} [{hardware['cpu_kind']}]: "
-          f"fp32 full {results['fp32_full']['tokens_per_s']:.0f} tok/s ({results['fp32_full']['step_s']:.2f} s, "
-          f"{results['fp32_full']['step_cpu_s']:.1f} CPU-s) | bf16 LoRA {results['bf16_lora']['tokens_per_s']:.0f} "
-          f"tok/s ({results['bf16_lora']['step_s']:.2f} s, {results['bf16_lora']['step_cpu_s']:.1f} CPU-s) | "
-          f"{speedup:.2f}x")
+    publish("learner_step", report,
+            f"learner step {args.samples}x{args.tokens} {args.model} ZeRO-{args.zero_stage} [{hardware['cpu_kind']}]: "
+            f"fp32 full {results['fp32_full']['tokens_per_s']:.0f} tok/s ({results['fp32_full']['step_s']:.2f} s, "
+            f"{results['fp32_full']['step_cpu_s']:.1f} CPU-s) | bf16 LoRA {results['bf16_lora']['tokens_per_s']:.0f} "
+            f"tok/s ({results['bf16_lora']['step_s']:.2f} s, {results['bf16_lora']['step_cpu_s']:.1f} CPU-s) | "
+            f"{speedup:.2f}x")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import time
-from pathlib import Path
 
 import numpy as np
+from _report import publish
 
-RESULTS = Path(__file__).parent / "results"
 SETTINGS = {
     "engine_1epoch": {},
     "recompute_1epoch": {"old_logprobs": "recompute"},
@@ -122,16 +120,16 @@ def main() -> None:
         "update_s": median, "update_ratio": {name: t / base for name, t in median.items()},
         "first_step": first,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "objective_options.json").write_text(json.dumps(result, indent=2))
     eng, rec = first["engine_1epoch"], first["recompute_tis_2epochs"]
     ratio = result["update_ratio"]
-    print(f"objective_options: {len(samples)} turns · update recompute {ratio['recompute_1epoch']:.2f}x · 2 epochs "
-          f"{ratio['engine_2epochs']:.2f}x · recompute+TIS+2 epochs "
-          f"{ratio['recompute_tis_2epochs']:.2f}x of {base:.1f} s · bf16 mismatch |dlogp| mean "
-          f"{rec['rollout/mismatch_abs_mean']:.4f} max {rec['rollout/mismatch_abs_max']:.3f} · first-step clip "
-          f"fraction engine {eng['first_step_clip_fraction']:.4f} vs recompute {rec['first_step_clip_fraction']:.4f} · "
-          f"TIS weight max {rec['tis_weight_max']:.2f} (untruncated {rec['rollout/is_weight_max']:.2f})")
+    publish("objective_options", result,
+            f"objective_options: {len(samples)} turns · update recompute {ratio['recompute_1epoch']:.2f}x · "
+            f"2 epochs {ratio['engine_2epochs']:.2f}x · recompute+TIS+2 epochs "
+            f"{ratio['recompute_tis_2epochs']:.2f}x of {base:.1f} s · bf16 mismatch |dlogp| mean "
+            f"{rec['rollout/mismatch_abs_mean']:.4f} max {rec['rollout/mismatch_abs_max']:.3f} · first-step clip "
+            f"fraction engine {eng['first_step_clip_fraction']:.4f} vs recompute "
+            f"{rec['first_step_clip_fraction']:.4f} · "
+            f"TIS weight max {rec['tis_weight_max']:.2f} (untruncated {rec['rollout/is_weight_max']:.2f})")
 
 
 if __name__ == "__main__":

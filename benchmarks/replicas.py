@@ -16,25 +16,22 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+from _report import publish
+from rollout import add_workload_arguments, env_options, measured_rollout
 
-from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
+from agentforge.builders import build_model_spec
 from agentforge.config import compose_config
 from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
 from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
 from agentforge.engines.shared import checkpoint_tensors
 from agentforge.hardware import describe
 from agentforge.launch.ray_runtime import ensure_ray
-from agentforge.tasks import TaskSampler
 
-RESULTS = Path(__file__).parent / "results"
 SHAPES = {  # Qwen2.5 configs: hidden, layers, intermediate, heads, kv heads, head dim, vocab
     "qwen2.5-0.5b": (896, 24, 4864, 14, 2, 64, 151_936),
     "qwen2.5-1.5b": (1536, 28, 8960, 12, 2, 128, 151_936),
@@ -43,26 +40,18 @@ SHAPES = {  # Qwen2.5 configs: hidden, layers, intermediate, heads, kv heads, he
 
 # ------------------------------------------------------------------------------------------------ rollout
 def rollout(env: str, replicas: int | None, args: argparse.Namespace, tasks: int) -> dict[str, float]:
-    env_options = ["env.dim_room=[6,6]", "env.max_steps=20"] if env == "sokoban" else []
     engine_options = ["engine.replicas=2", "engine.replica_cpus=1"] if replicas else []
     cfg = compose_config([
-        f"env={env}", *env_options, "env_pool.kind=local", f"agent.max_turns={args.turns}",
+        f"env={env}", *env_options(env), "env_pool.kind=local", f"agent.max_turns={args.turns}",
         f"agent.sampling.max_new_tokens={args.max_new_tokens}", "agent.max_prompt_tokens=3500",
         "engine.max_model_len=4096", *engine_options,
     ])
     threads = torch.get_num_threads()
     if not replicas:
         torch.set_num_threads(2)
-    engine = build_engine(cfg, build_model_spec(cfg))
-    pool = build_pool(cfg)
     try:
-        ctx = build_rollout_context(cfg, engine, pool)
-        workflow = make_algorithm(cfg.algorithm).workflow("rollout")
-        workflow.run(ctx, TaskSampler(env, "train").sample(2), args.group)  # warm-up, untimed
-        result = workflow.run(ctx, TaskSampler(env, "eval").sample(tasks), args.group)
+        result = measured_rollout(cfg, env, args.group, tasks, warmup_tasks=2)
     finally:
-        pool.close()
-        engine.close()
         torch.set_num_threads(threads)
     stats = result.stats
     return {"generated_tokens": stats.generated_tokens, "generate_seconds": stats.generate_seconds,
@@ -172,13 +161,8 @@ def sync_into_engines(repeats: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--alfworld-tasks", type=int, default=4)
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    add_workload_arguments(parser)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skip-alfworld", action="store_true")
     parser.add_argument("--skip-large", action="store_true", help="no 1.5B-shaped sync (3 GB per push)")
     args = parser.parse_args()
     ensure_ray()
@@ -202,15 +186,14 @@ def main() -> None:
             r["object_store_over_process_group"] = r["object_store_s"] / r["process_group_s"]
     dtype = runs["sokoban/in_process_2_threads"]["dtype"]
     report = {"config": vars(args), "hardware": describe(dtype), "rollout": runs, "sync": sync, **ratios}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "replicas.json").write_text(json.dumps(report, indent=2))
-    print(f"replicas [{report['hardware']['cpu_kind']}] {dtype}: rollout tokens/s 2 replicas x 1 thread / in-process "
-          "2 threads: " + ", ".join(f"{k.split('_')[0]} {v:.2f}x" for k, v in ratios.items())
-          + " | sync object store / process group: "
-          + ", ".join(f"{k.split(' ')[0]} {v['bytes'] / 2**20:.0f} MiB "
-                      + (f"{v['object_store_over_process_group']:.2f}x" if "object_store_s" in v else
-                         f"pg {v['process_group_s']:.2f} s (object store skipped: memory)")
-                      for k, v in sync.items()))
+    publish("replicas", report,
+            f"replicas [{report['hardware']['cpu_kind']}] {dtype}: rollout tokens/s 2 replicas x 1 thread / in-process "
+            "2 threads: " + ", ".join(f"{k.split('_')[0]} {v:.2f}x" for k, v in ratios.items())
+            + " | sync object store / process group: "
+            + ", ".join(f"{k.split(' ')[0]} {v['bytes'] / 2**20:.0f} MiB "
+                        + (f"{v['object_store_over_process_group']:.2f}x" if "object_store_s" in v else
+                           f"pg {v['process_group_s']:.2f} s (object store skipped: memory)")
+                        for k, v in sync.items()))
 
 
 if __name__ == "__main__":

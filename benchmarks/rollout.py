@@ -14,8 +14,9 @@ Writes benchmarks/results/rollout.json (with the hardware and the dtype used) an
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+from typing import Any
+
+from _report import publish
 
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
@@ -24,31 +25,45 @@ from agentforge.hardware import describe
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import TaskSampler
 
-RESULTS = Path(__file__).parent / "results"
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The rollout workload this benchmark and benchmarks/replicas.py measure."""
+    parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--alfworld-tasks", type=int, default=4)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--skip-alfworld", action="store_true")
 
 
-def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, tasks: int) -> dict[str, float]:
-    env_options = ["env.dim_room=[6,6]", "env.max_steps=20"] if env == "sokoban" else []
-    cfg = compose_config([
-        f"model={args.model}", f"model.dtype={args.dtype}", f"engine={engine_name}", f"env={env}", *env_options,
-        f"env_pool.kind={pool_kind}", f"agent.max_turns={args.turns}", "agent.history_length=2",
-        f"agent.sampling.max_new_tokens={args.max_new_tokens}", "agent.sampling.temperature=1.0",
-        "agent.max_prompt_tokens=3500", *(["engine.max_model_len=4096"] if engine_name == "vllm" else []),
-    ])
-    spec = build_model_spec(cfg)
-    engine = build_engine(cfg, spec)
+def env_options(env: str) -> list[str]:
+    return ["env.dim_room=[6,6]", "env.max_steps=20"] if env == "sokoban" else []
+
+
+def measured_rollout(cfg: Any, env: str, group: int, tasks: int, warmup_tasks: int = 1) -> Any:
+    """The rollout of `tasks` eval tasks on a fresh engine and env pool (closed after), once an untimed warm-up
+    rollout has run: a cold engine's first batch pays for allocation and kernel choice (timing it made vLLM's figure
+    depend on run order: 125 tok/s first, 179 second, same workload; replicas varied 1.4x)."""
+    engine = build_engine(cfg, build_model_spec(cfg))
     pool = build_pool(cfg)
     try:
         ctx = build_rollout_context(cfg, engine, pool)
         workflow = make_algorithm(cfg.algorithm).workflow("rollout")
-        # one untimed warm-up rollout per engine: a cold engine's first batch pays for allocation and kernel choice
-        # (timing it made vLLM's figure depend on run order: 125 tok/s first, 179 second, same workload)
-        workflow.run(ctx, TaskSampler(env, "train").sample(1), args.group)
-        sampled = TaskSampler(env, "eval").sample(tasks)
-        result = workflow.run(ctx, sampled, args.group)
+        workflow.run(ctx, TaskSampler(env, "train").sample(warmup_tasks), group)
+        return workflow.run(ctx, TaskSampler(env, "eval").sample(tasks), group)
     finally:
         pool.close()
         engine.close()
+
+
+def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, tasks: int) -> dict[str, float]:
+    cfg = compose_config([
+        f"model={args.model}", f"model.dtype={args.dtype}", f"engine={engine_name}", f"env={env}", *env_options(env),
+        f"env_pool.kind={pool_kind}", f"agent.max_turns={args.turns}", "agent.history_length=2",
+        f"agent.sampling.max_new_tokens={args.max_new_tokens}", "agent.sampling.temperature=1.0",
+        "agent.max_prompt_tokens=3500", *(["engine.max_model_len=4096"] if engine_name == "vllm" else []),
+    ])
+    result = measured_rollout(cfg, env, args.group, tasks)
     stats = result.stats
     summary = rollout_summary(result.groups, stats, result.metrics)
     summary["episodes_per_s"] = summary["episodes"] / stats.wall_seconds
@@ -61,14 +76,9 @@ def run(env: str, engine_name: str, pool_kind: str, args: argparse.Namespace, ta
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=8)
-    parser.add_argument("--alfworld-tasks", type=int, default=4)
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    add_workload_arguments(parser)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16")
-    parser.add_argument("--skip-alfworld", action="store_true")
     args = parser.parse_args()
     runs = {
         "sokoban/vllm/ray": run("sokoban", "vllm", "ray", args, args.tasks),
@@ -92,10 +102,8 @@ def main() -> None:
                                                                   "env_steps_per_s")
     dtype = runs["sokoban/vllm/ray"]["dtype"]
     report = {"config": vars(args), "hardware": describe(dtype), "results": runs, **ratios}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "rollout.json").write_text(json.dumps(report, indent=2))
     overhead = " ".join(f"{name} {r['agent_loop_overhead']:.2f}x" for name, r in runs.items())
-    print(
+    publish("rollout", report,
         f"rollout {args.tasks}x{args.group} {args.model} {dtype} [{report['hardware']['cpu_kind']}]: "
         f"vllm {runs['sokoban/vllm/ray']['generated_tokens_per_s']:.0f} tok/s vs hf "
         f"{runs['sokoban/hf/ray']['generated_tokens_per_s']:.0f} ({ratios['sokoban_vllm_over_hf_tokens_per_s']:.2f}x) "

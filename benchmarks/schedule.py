@@ -16,14 +16,13 @@ Writes benchmarks/results/schedule.json and one summary line.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 import zlib
-from pathlib import Path
 from typing import Any
 
 import torch
+from _report import publish
 
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
 from agentforge.config import compose_config
@@ -33,7 +32,6 @@ from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.tasks import TaskSampler
 
-RESULTS = Path(__file__).parent / "results"
 LATENCIES = (0.1, 0.5)  # Sokoban's injected step latency: lognormal medians (s), sigma 1.0, at most 5 s
 THINK = "I look at the room and choose the next step carefully."
 
@@ -114,12 +112,10 @@ def main() -> None:
     workloads += [] if args.skip_alfworld else [("alfworld", None, None)]
     out = {"machine": describe(), "straggler_wait": 1.0,
            "results": [measure(e, m, r, args) for e, m, r in workloads]}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "schedule.json").write_text(json.dumps(out, indent=2))
     line = "; ".join(f"{r['env']} ({_latency(r)}, {r['engine']}) lockstep {r['lockstep_s']} s vs per-episode "
                      f"{r['per_episode_s']} s ({r['speedup']}x, same episodes: {r['same_episodes']})"
                      for r in out["results"])
-    print(f"schedule: {line}")
+    publish("schedule", out, f"schedule: {line}")
 
 
 def _latency(result: dict[str, Any]) -> str:

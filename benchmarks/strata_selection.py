@@ -12,27 +12,20 @@ Writes benchmarks/results/strata_selection.json and prints one summary line. Bes
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
+from _report import publish
 
-import numpy as np  # noqa: E402
-
-from agentforge.algorithms.strategy_selection import (  # noqa: E402
+from agentforge.algorithms.strategy_selection import (
     StrategyEmbedder,
     embedding_available,
     farthest_point_selection,
     mean_pairwise_cosine,
 )
-from agentforge.hardware import describe  # noqa: E402
-from benchmarks.advantages import best_of  # noqa: E402
+from agentforge.hardware import describe
+from benchmarks.advantages import best_of
 
-RESULT = REPO / "benchmarks" / "results" / "strata_selection.json"
 SETTINGS = [(4, 2), (8, 4), (8, 8), (16, 8)]  # (sigma, N): the CPU recipes, the paper, larger
 VERBS = ["push", "walk", "move", "go", "step"]
 DIRECTIONS = ["up", "down", "left", "right"]
@@ -80,12 +73,9 @@ def main() -> None:
         })
     result = {"repeats": args.repeats, "model": embedder.model_name, "settings": rows,
               "hardware": describe("float32 (sentence-transformers on CPU), float64 (selection)")}
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
     parts = [f"σ{r['sigma']}·N{r['n']}: embed {r['embed_ms']:.0f} ms + select {r['select_ms']:.2f} ms "
              f"(cos {r['cosine_all']:.2f}→{r['cosine_kept']:.2f})" for r in rows]
-    print(f"strategy selection per task (best of {args.repeats}): " + "; ".join(parts)
-          + f" -> {RESULT.relative_to(REPO)}")
+    publish("strata_selection", result, f"strategy selection per task (best of {args.repeats}): " + "; ".join(parts))
 
 
 if __name__ == "__main__":

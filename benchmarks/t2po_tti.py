@@ -13,16 +13,9 @@ Writes benchmarks/results/t2po_tti.json and prints one line.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-RESULTS = REPO / "benchmarks" / "results"
+from _report import publish
 
 
 def main() -> None:
@@ -87,11 +80,10 @@ def main() -> None:
         "runs": runs, "tti_firing_rate_default_settings": fired,
         "hardware": describe(spec.dtype),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "t2po_tti.json").write_text(json.dumps(result, indent=2))
-    print(f"t2po_tti: batch {args.batch} · off {rates['off']:.1f} tok/s · uncertainty {rates['uncertainty']:.1f} "
-          f"({result['ratio_uncertainty_vs_off']:.2f}x) · TTI {rates['tti']:.1f} ({result['ratio_tti_vs_off']:.2f}x, "
-          f"target >= 0.90) · fires on {fired:.0%} of responses at the defaults (min 32, N 4, eps 0.05)")
+    publish("t2po_tti", result,
+            f"t2po_tti: batch {args.batch} · off {rates['off']:.1f} tok/s · uncertainty {rates['uncertainty']:.1f} "
+            f"({result['ratio_uncertainty_vs_off']:.2f}x) · TTI {rates['tti']:.1f} ({result['ratio_tti_vs_off']:.2f}x, "
+            f"target >= 0.90) · fires on {fired:.0%} of responses at the defaults (min 32, N 4, eps 0.05)")
 
 
 if __name__ == "__main__":

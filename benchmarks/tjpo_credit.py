@@ -8,24 +8,16 @@ all measured in the same process one after the other, so the ratio is what to re
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
+from _report import publish
 
-import numpy as np  # noqa: E402
-
-from agentforge.algorithms import GiGPO, make_algorithm  # noqa: E402
-from agentforge.algorithms.descriptors import DESCRIPTORS, Descriptor  # noqa: E402
-from agentforge.hardware import describe  # noqa: E402
-from agentforge.types import Trajectory  # noqa: E402
-from benchmarks.advantages import best_of, synthetic_groups  # noqa: E402
-
-RESULT = REPO / "benchmarks" / "results" / "tjpo_credit.json"
+from agentforge.algorithms import GiGPO, make_algorithm
+from agentforge.algorithms.descriptors import DESCRIPTORS, Descriptor
+from agentforge.hardware import describe
+from agentforge.types import Trajectory
+from benchmarks.advantages import best_of, synthetic_groups
 
 
 def anchor_histogram(dim: int):
@@ -65,13 +57,11 @@ def main() -> None:
         "python": platform.python_version(), "numpy": np.__version__, "machine": platform.machine(),
         "hardware": describe("float64 (numpy)"),
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=2) + "\n")
-    print(
+    publish("tjpo_credit", result,
         f"TJPO advantages over {turns} turns, {args.groups} groups of {args.group_size} (best of {args.repeats}): "
         f"gigpo {timings['gigpo_s'] * 1e3:.0f} ms, tjpo pairwise {timings['tjpo_pairwise_s'] * 1e3:.0f} ms "
         f"({result['pairwise_over_gigpo']:.2f}x), tjpo determinantal {timings['tjpo_determinantal_s'] * 1e3:.0f} ms "
-        f"({result['determinantal_over_gigpo']:.2f}x) -> {RESULT.relative_to(REPO)}"
+        f"({result['determinantal_over_gigpo']:.2f}x)"
     )
 
 

@@ -10,15 +10,14 @@ the CPU computes it natively, else fp32) and prints one line.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
+
+from _report import metric_rows, publish
 
 from agentforge.config import compose_config
 from agentforge.hardware import describe
 from agentforge.training.trainer import Trainer
-
-RESULTS = Path(__file__).parent / "results"
 
 
 def main() -> None:
@@ -34,7 +33,7 @@ def main() -> None:
         "env_pool.kind=local", *args.overrides,
     ], run_dir=str(run_dir))
     Trainer(cfg).fit()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run_dir)
     last = rows[-1]
     split = {k.removeprefix("time/"): last[k] for k in
              ("time/rollout", "time/advantages", "time/update", "time/sync", "time/iteration")}
@@ -46,12 +45,11 @@ def main() -> None:
         "learner_input_tokens": last["train/input_tokens"], "loss_tokens": last["train/tokens"],
         "generated_tokens_per_s": last["train/generated_tokens_per_s"], "samples": last["train/samples"],
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "train_step.json").write_text(json.dumps(report, indent=2))
     shares = " ".join(f"{k} {v:.2f}s" for k, v in split.items())
-    print(f"train_step {args.recipe} {dtypes['learner']} [{report['hardware']['cpu_kind']}]: {shares} | "
-          f"learner {report['learner_tokens_per_s']:.0f} tok/s "
-          f"({report['learner_input_tokens']} tokens, {report['samples']} turn samples)")
+    publish("train_step", report,
+            f"train_step {args.recipe} {dtypes['learner']} [{report['hardware']['cpu_kind']}]: {shares} | "
+            f"learner {report['learner_tokens_per_s']:.0f} tok/s "
+            f"({report['learner_input_tokens']} tokens, {report['samples']} turn samples)")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ benchmarks/results/vs_trl.json and prints one line per mode with the ratio TRL /
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+from _report import REPO, hand_to_parent, metric_rows, read_child, write_result
+
 PROMPTS, GROUP, NEW_TOKENS = 8, 4, 48
 ENV_OPTIONS = {"dim_room": [6, 6], "num_boxes": 1, "max_steps": 6}
 
@@ -112,7 +112,7 @@ def run_agentforge(mode: str, steps: int) -> list[float]:
         "trainer.eval_every=0", "trainer.checkpoint_every=0", "logger.wandb=false",
     ], run_dir=str(run_dir))
     Trainer(cfg).fit()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(run_dir)
     return [r["time/iteration"] for r in rows if "time/iteration" in r]
 
 
@@ -120,10 +120,7 @@ def measure(side: str, mode: str, steps: int) -> list[float]:
     """Run one side in a fresh process (no shared caches or threads) and return its per-step seconds."""
     out = subprocess.run([sys.executable, __file__, "--side", side, "--mode", mode, "--steps", str(steps)],
                          capture_output=True, text=True, check=False)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("STEP_TIMES ")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"{side} {mode} failed:\n{out.stderr[-4000:]}")
-    return json.loads(lines[-1].removeprefix("STEP_TIMES "))
+    return read_child(out, f"{side} {mode}", "STEP_TIMES")
 
 
 def main() -> None:
@@ -134,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.side:
         times = (run_trl if args.side == "trl" else run_agentforge)(args.mode, args.steps)
-        print("STEP_TIMES " + json.dumps(times))
+        hand_to_parent(times, "STEP_TIMES")
         return
     from agentforge.hardware import describe
 
@@ -150,8 +147,7 @@ def main() -> None:
         print(f"vs_trl {mode} [{hardware['cpu_kind']}]: {PROMPTS}x{GROUP} x {NEW_TOKENS} tokens · "
               f"TRL GRPOTrainer {trl_s:.1f} s/step · "
               f"agentforge {ours_s:.1f} s/iteration · ratio {trl_s / ours_s:.2f}x", flush=True)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "vs_trl.json").write_text(json.dumps(report, indent=2))
+    print(f"-> {write_result('vs_trl', report).relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -79,3 +79,67 @@ def ray_with_module_classes(request: pytest.FixtureRequest) -> Any:
     cloudpickle.unregister_pickle_by_value(module)
     if started:
         ray.shutdown()
+
+
+# ---- the suite's time budget (issue 37) --------------------------------------------------------------------------
+# Variant tests that start a whole training stack (engine, Ray, learner, a subprocess) to check a path another test
+# in `make test` already runs for real. They carry the `long` marker: `make test` skips them, `make test-long` runs
+# them (on a schedule, as `make test-slurm`). Each entry says which test keeps its component's path in `make test`.
+LONG_TESTS: dict[str, str] = {
+    "tests/integration/test_preemption.py::test_scheduler_signal_checkpoints_then_resume_auto_continues[SIGTERM]":
+        "the same handler as SIGUSR1 (training/interrupt.py installs both); the SIGUSR1 variant stays",
+    "tests/integration/test_preemption.py::test_scheduler_signal_checkpoints_then_resume_auto_continues"
+    "[SIGUSR1-asynchronous]": "asynchronous resume stays in test_asynchronous.py (a resumed run trains the batches "
+                              "its checkpoint kept); the signal path stays with SIGUSR1",
+    "tests/integration/test_asynchronous.py::test_asynchronous_grpo_learns_within_the_staleness_bound[2]":
+        "k=1 stays; k=2 widens the same bound",
+    "tests/integration/test_asynchronous.py::test_group_algorithms_train_asynchronously_on_sokoban[tjpo]":
+        "the gigpo variant stays (the same producer and lag bookkeeping; TJPO's advantages are tested synchronously)",
+    "tests/integration/test_asynchronous.py::test_group_algorithms_train_asynchronously_on_sokoban[t2po]":
+        "the gigpo variant stays; T2PO's regeneration in the producer is tested by test_t2po_runs.py",
+    "tests/integration/test_gateway.py::test_training_through_the_gateway[openai-gigpo]":
+        "openai-grpo stays (every agent kind stays: langgraph, mcp); GiGPO's advantages are tested without a gateway",
+    "tests/integration/test_gateway.py::test_training_through_the_gateway[openai-tjpo]":
+        "openai-grpo stays; TJPO's advantages are tested without a gateway",
+    "tests/integration/test_gateway.py::test_training_through_the_gateway[openai-t2po]":
+        "openai-grpo stays; T2PO's gateway refusal/regeneration is tested in test_gateway's unit tests",
+    "tests/integration/test_gateway.py::test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies"
+    "[langgraph]": "the openai variant stays (the same expert replies through the same gateway)",
+    "tests/integration/test_gateway.py::test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies"
+    "[mcp]": "the openai variant stays",
+    "tests/integration/test_env_replay.py::test_ray_pool_replays_and_branches_like_in_process[scienceworld]":
+        "the in-process ScienceWorld replay stays, and the Ray pool's replay stays for four other envs",
+    "tests/integration/test_env_replay.py::test_ray_pool_replays_and_branches_like_in_process"
+    "[alfworld_intervention]": "the in-process replay stays, and the Ray pool's replay stays for alfworld",
+    "tests/e2e/test_rollout_cli.py::test_train_sweep_runs_each_job_in_its_own_folder":
+        "test_sweep_report.py's tiny sweep runs `train --multirun` into job folders on every `make test`",
+}
+SLOWEST_FILES = 15
+DURATIONS_FILE = ".test-file-durations.json"
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid in LONG_TESTS:
+            item.add_marker(pytest.mark.long)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _file_seconds[path] = _file_seconds.get(path, 0.0) + float(report.duration)  # setup + call + teardown
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The 15 slowest files (setup + call + teardown), and all of them into .test-file-durations.json for
+    `.ci/run`'s budget warning: the suite's time made visible in every log."""
+    if not _file_seconds:
+        return
+    import json
+
+    ranked = sorted(_file_seconds.items(), key=lambda kv: -kv[1])
+    total = sum(_file_seconds.values())
+    terminalreporter.write_sep("=", f"{SLOWEST_FILES} slowest test files ({total:.0f} s in all tests)")
+    for path, seconds in ranked[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+    Path(DURATIONS_FILE).write_text(json.dumps(dict(ranked), indent=1))

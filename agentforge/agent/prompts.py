@@ -29,6 +29,11 @@ class PromptTemplate:
     `turn` is formatted with: observation, history (rendered entries, or `no_history`), step (1-based),
     steps_taken, admissible (comma-separated), history_length. `few_shot` is an optional example exchange added
     before the first user turn when the agent config asks for it.
+
+    Conversation history (`agent.history=conversation`): the first turn is `messages` without history, each later
+    turn's user message is `reply`: the same `turn` text with `conversation_history` in place of the history (the
+    past turns are the conversation itself), after `invalid_reply` when the last response gave no action the env
+    took.
     """
 
     system: str
@@ -39,6 +44,8 @@ class PromptTemplate:
     require_think: bool = True
     few_shot: list[dict[str, str]] = field(default_factory=list)
     note_item: str = "{note}\n\n"
+    conversation_history: str = "(the conversation above)"
+    invalid_reply: str = "Your last reply gave no action that could be taken ({error}).\n\n"
     # TrajEvolve's think-only prompt: the turn's usual prompt plus this, the action already chosen
     think_only: str = (
         "The action for this step is already chosen: {action}. Write only the reasoning that leads to it, inside "
@@ -77,6 +84,22 @@ class PromptTemplate:
         top = "".join(self.note_item.format(note=note) for note in notes)
         return [{"role": "system", "content": self.system}, *shots,
                 {"role": "user", "content": top + turn.prefix + user + (f"\n\n{instruction}" if instruction else "")}]
+
+    def reply(self, observation: Observation, history: list[HistoryEntry], step: int, intro: str | None = None,
+              error: str = "") -> str:
+        """The user message of a later turn in a conversation: the env's reply to the last response, in the turn
+        format (`history`: the past steps, for templates whose `prepare` reads them; they are not rendered)."""
+        turn = self.prepare(observation, history, intro)
+        user = self.turn.format(
+            observation=turn.observation.text,
+            history=self.conversation_history,
+            history_length=len(turn.history),
+            step=step,
+            steps_taken=step - 1,
+            admissible=", ".join(turn.observation.admissible or []),
+            **turn.fields,
+        )
+        return (self.invalid_reply.format(error=error) if error else "") + turn.prefix + user
 
     def prepare(self, observation: Observation, history: list[HistoryEntry], intro: str | None) -> PreparedTurn:
         """The one hook an env family's template overrides: adapt what is shown, add `turn` fields or a prefix."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentforge.agent.chat import chat_prompt_ids
+from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
 from agentforge.errors import ConfigError
 from agentforge.types import Observation, SamplingConfig, Task
@@ -21,6 +21,7 @@ class AgentConfig:
     """How episodes are played. `execute_relaxed`: act on actions found by the relaxed parser (still penalised)."""
 
     max_turns: int = 10
+    history: str = "window"  # window (the last history_length steps in each prompt) | conversation
     history_length: int = 2
     invalid_penalty: float = 0.1
     execute_relaxed: bool = True
@@ -29,6 +30,18 @@ class AgentConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     schedule: str = "lockstep"  # lockstep | per_episode (agentforge.rollout.per_episode)
     straggler_wait: float = 1.0  # per_episode: a call waits for episodes at their env step, × the last call's time
+
+    def __post_init__(self) -> None:
+        if self.history not in HISTORY_MODES:
+            raise ConfigError(f"agent.history={self.history!r} is not a history mode; choose one of "
+                              f"{', '.join(HISTORY_MODES)}")
+
+    @property
+    def conversation(self) -> bool:
+        return self.history == "conversation"
+
+
+HISTORY_MODES = ("window", "conversation")
 
 
 def render_turn_prompt(
@@ -61,3 +74,23 @@ def render_turn_prompt(
                 "or shorten the env's observation"
             )
         window = window[1:]
+
+
+def conversation_prompt(
+    template: PromptTemplate,
+    tokenizer: Any,
+    previous_prompt: Sequence[int],
+    previous_response: Sequence[int],
+    observation: Observation,
+    history: list[HistoryEntry],
+    step: int,
+    error: str = "",
+) -> list[int]:
+    """A later turn's prompt in a conversation (`agent.history=conversation`): the previous turn's prompt ids, the
+    ids it sampled, then the env's reply (`template.reply`) in the chat template's pieces. Nothing before the reply
+    is encoded again, so each prompt extends the last one token for token (and the learner can share its prefix).
+    `error`: why the last response was not executed (said in the reply)."""
+    intro = history[0].observation if history else observation.text
+    reply = template.reply(observation, history, step, intro, error)
+    return [*map(int, previous_prompt), *map(int, previous_response),
+            *continuation_ids(tokenizer, list(previous_response), reply)]

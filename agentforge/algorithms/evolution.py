@@ -161,12 +161,13 @@ def build_pruned(ctx: RolloutContext, sources: Sequence[tuple[Trajectory, Replay
                 if executed(turn) and turn.info.get("necessity") == NECESSARY]
         seen = [replay.initial_observation, *(step.observation for step in replay.steps)]
         history: list[HistoryEntry] = []
+        template = ctx.template_for(trajectory.task.env)
         for i, (step, k) in enumerate(zip(replay.steps, kept, strict=False)):
             observation = seen[i]
-            prompt = render_turn_prompt(ctx.template, ctx.tokenizer, ctx.config, observation, history, i + 1,
+            prompt = render_turn_prompt(template, ctx.tokenizer, ctx.config, observation, history, i + 1,
                                         trajectory.task)
-            think = render_turn_prompt(ctx.template, ctx.tokenizer, ctx.config, observation, history, i + 1,
-                                       trajectory.task, instruction=ctx.template.think_only.format(action=step.action))
+            think = render_turn_prompt(template, ctx.tokenizer, ctx.config, observation, history, i + 1,
+                                       trajectory.task, instruction=template.think_only.format(action=step.action))
             steps.append(_PrunedStep(s, trajectory.turns[k], k, observation, prompt, think, step))
             history.append(HistoryEntry(observation.text, step.action))
 
@@ -176,7 +177,8 @@ def build_pruned(ctx: RolloutContext, sources: Sequence[tuple[Trajectory, Replay
         regenerated = list(ctx.generate([s.think_prompt for s in steps], sampling, extra=True))
     responses: list[tuple[list[int], str, bool]] = []
     for step, completion in zip(steps, regenerated, strict=True):
-        composed = (compose_response(ctx.tokenizer, ctx.template, completion, step.original)
+        composed = (compose_response(ctx.tokenizer, ctx.template_for(sources[step.source][0].task.env), completion,
+                                     step.original)
                     if completion is not None else None)
         if composed is None:
             responses.append((list(step.original.response_ids), step.original.response_text, False))

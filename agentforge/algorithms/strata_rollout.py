@@ -126,8 +126,9 @@ class StraTAHooks(RolloutHooks):
     def _strategy_prompt(self, ctx: RolloutContext, prompt: StrategyPrompt, episode: Episode) -> list[int]:
         """The strategy prompt ids; the admissible list is left out when the prompt is over the prompt budget."""
         limit = ctx.config.max_prompt_tokens
+        template = ctx.template_for(episode.plan.task.env)
         for show_admissible in (True, False):
-            messages = strategy_messages(ctx.template, prompt, episode.observation, show_admissible)
+            messages = strategy_messages(template, prompt, episode.observation, show_admissible)
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= limit:
                 return ids

@@ -177,12 +177,27 @@ def _without_aliases(tensors: list[tuple[str, torch.Tensor]]) -> dict[str, torch
     return out
 
 
+# KV-cache block on CPU when `engine.block_size` is null: the smallest the CPU attention backend takes (vLLM's own
+# default there is 128). The prefix cache reuses whole blocks only, so 32-token blocks reuse more of each grown
+# prompt (a later turn, an interrupted response's continuation): 1.13-1.20x rollout throughput measured on the
+# 2-core machine (docs/benchmarks.md, benchmarks/interruptible.py).
+CPU_BLOCK_SIZE = 32
+
+
+def resolved_block_size(block_size: int | None, on_gpu: bool) -> int | None:
+    """The KV-cache block the engine starts with: the configured one, else CPU_BLOCK_SIZE on CPU, else vLLM's."""
+    if block_size:
+        return int(block_size)
+    return None if on_gpu else CPU_BLOCK_SIZE
+
+
 class VLLMEngine:
     """`vllm.LLM` behind the RolloutEngine protocol.
 
     Options are the `engine` config group's. `dtype` defaults to the model's; `enforce_eager` to True on CPU
-    (compiled mode starts in minutes there); `kv_cache_space_gb` (CPU) is the KV cache's size in GiB (the config's
-    `auto` is sized from the workload by `builders.build_engine`; `VLLM_CPU_KVCACHE_SPACE`, if set, still wins);
+    (compiled mode starts in minutes there); `block_size` to CPU_BLOCK_SIZE on CPU; `kv_cache_space_gb` (CPU) is
+    the KV cache's size in GiB (the config's `auto` is sized from the workload by `builders.build_engine`;
+    `VLLM_CPU_KVCACHE_SPACE`, if set, still wins);
     `max_num_batched_tokens` is raised to at least `max_model_len` so a prompt's prefill is never chunked;
     `enable_sleep_mode` lets `sleep()` free GPU memory. vLLM caches its environment settings once the first
     engine of a process has started, so every engine of one process should use the same `in_process`.
@@ -224,6 +239,7 @@ class VLLMEngine:
             # rollout and learner speed on 2 cores): keep torch's own default unless the user chose.
             os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
+        self.block_size = resolved_block_size(block_size, self.on_gpu)  # None: vLLM's (GPU)
         with preserved_global_rng(), _modules_vllm_cannot_scan_hidden():
             self.llm = LLM(
                 model=spec.path,
@@ -241,7 +257,7 @@ class VLLMEngine:
                 worker_extension_cls=f"{__name__}.{WeightPushExtension.__name__}",
                 kv_cache_memory_bytes=None if self.on_gpu else int(float(kv_cache_space_gb) * 2**30),
                 logprobs_mode=logprobs_mode,
-                **({"block_size": int(block_size)} if block_size else {}),
+                **({"block_size": self.block_size} if self.block_size else {}),
             )
         self.tokenizer = self.llm.get_tokenizer()
         self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())  # the logits row width |V|

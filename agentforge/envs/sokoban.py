@@ -73,6 +73,28 @@ class SokobanState:
         return self.player, self.boxes
 
 
+def _cell(pos: Pos) -> str:
+    return f"row {pos[0] + 1}, column {pos[1] + 1}"
+
+
+def positions_line(state: SokobanState) -> str:
+    """The player, boxes and targets as 1-based row/column coordinates (`show_positions`)."""
+    boxes = "; ".join(_cell(b) + (" (on a target)" if b in state.room.targets else "") for b in sorted(state.boxes))
+    targets = "; ".join(_cell(t) for t in sorted(state.room.targets))
+    return f"You are at {_cell(state.player)}. Box: {boxes}. Target: {targets}."
+
+
+def relation(box: Pos, target: Pos) -> str:
+    """Where the target lies from the box, in the moves' words ("the target is 2 up and 1 right of the box")."""
+    parts = []
+    rows, columns = target[0] - box[0], target[1] - box[1]
+    if rows:
+        parts.append(f"{abs(rows)} {'down' if rows > 0 else 'up'}")
+    if columns:
+        parts.append(f"{abs(columns)} {'right' if columns > 0 else 'left'}")
+    return "the box is on the target" if not parts else f"the target is {' and '.join(parts)} of the box"
+
+
 @dataclass(frozen=True)
 class MoveOutcome:
     state: SokobanState
@@ -256,6 +278,7 @@ class SokobanEnv:
         max_steps: int = 20,
         num_gen_steps: int | None = None,
         p_change_directions: float = 0.35,
+        show_positions: bool = False,
     ) -> None:
         self.dim_room = _room_dims(dim_room)
         if num_boxes < 1:
@@ -269,6 +292,7 @@ class SokobanEnv:
         # gym-sokoban's default walk length for the room topology
         self.num_gen_steps = num_gen_steps or int(1.7 * (self.dim_room[0] + self.dim_room[1]))
         self.p_change_directions = p_change_directions
+        self.show_positions = show_positions  # the grid plus a line of coordinates (easier for a small model to read)
         self._state: SokobanState | None = None
         self.steps_taken = 0
         self.done = False
@@ -343,5 +367,21 @@ class SokobanEnv:
 
     def _observation(self) -> Observation:
         grid = self.grid
-        return Observation(text=f"{LEGEND}\n{grid}", anchor=grid, admissible=list(ACTIONS))
+        text = f"{LEGEND}\n{grid}"
+        if self.show_positions:
+            text += "\n" + positions_line(self.state)
+        return Observation(text=text, anchor=grid, admissible=list(ACTIONS))
+
+    def expert_thought(self, action: str) -> str | None:
+        """What the expert 'thinks' before `action` in the current state (the warm start's think text) when the
+        observation shows positions: where the box and its target stand relative to each other, read off the
+        observation, then the move. Predictable from the prompt, so SFT teaches the model to look at the positions
+        rather than only the format. None without `show_positions` (the generic thought)."""
+        if not self.show_positions:
+            return None
+        state = self.state
+        box = min(state.boxes - state.room.targets or state.boxes)
+        target = min(state.room.targets - state.boxes or state.room.targets)
+        return (f"The box is at {_cell(box)}, the target at {_cell(target)}: {relation(box, target)}. "
+                f"Next move: {action}.")
 

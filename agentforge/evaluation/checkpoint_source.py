@@ -134,6 +134,30 @@ def check_compatible(source: CheckpointSource, engine_model: str) -> None:
                           "with the recipe and model overrides the run was trained with (see its config.yaml)")
 
 
+def policy_weights(source: CheckpointSource | None, base_model: str) -> list[tuple[str, torch.Tensor]]:
+    """Every weight of a policy to push into a running engine: a checkpoint's (LoRA merged), an HF model dir's, or
+    (None) the base model's as shipped. What `agentforge eval compare=` swaps in to play the same tasks."""
+    if source is not None and source.kind == "checkpoint":
+        return load_checkpoint_weights(source, base_model)
+    from transformers import AutoModelForCausalLM
+
+    from agentforge.learner.lora import hf_name
+
+    path = source.weights_dir if source is not None else base_model
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    return [(hf_name(n), p.detach().clone()) for n, p in model.named_parameters()]
+
+
+def resolve_compare(value: Any) -> tuple[bool, CheckpointSource | None]:
+    """`compare=`: (False, None) when absent; (True, None) for `base` (the recipe's model as shipped); else the
+    resolved checkpoint."""
+    if value is None or str(value).lower() in ("", "null", "none"):
+        return False, None
+    if str(value).lower() in ("base", "shipped"):
+        return True, None
+    return True, resolve_checkpoint(value)
+
+
 def load_checkpoint_weights(source: CheckpointSource, fallback_base: str) -> list[tuple[str, torch.Tensor]]:
     """Every weight of the checkpoint's policy in HF names, as the learner's `export_weights()` gives them.
 

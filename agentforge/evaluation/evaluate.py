@@ -19,9 +19,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from agentforge.builders import plain, prepare_run_dir
-from agentforge.evaluation.checkpoint_source import CheckpointSource, resolve_checkpoint
+from agentforge.evaluation.checkpoint_source import (
+    CheckpointSource,
+    check_compatible,
+    policy_weights,
+    resolve_checkpoint,
+    resolve_compare,
+)
 from agentforge.evaluation.evaluator import Evaluator, resolve_descriptors
 from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
+from agentforge.rollout.metrics import episode_outcomes
 from agentforge.tracking.progress import console
 from agentforge.training.summary import view_hint
 
@@ -46,6 +53,43 @@ def policy_label(settings: EvalSettings, source: CheckpointSource | None, cfg: D
     return label
 
 
+def floor_rows(cfg: DictConfig, evaluator: Evaluator, settings: EvalSettings) -> list[dict[str, Any]]:
+    """The random floor as a row (a uniformly random admissible action on the same tasks); none where the env lists
+    no admissible actions."""
+    from agentforge.builders import without_name
+    from agentforge.evaluation.floor import NoFloor, random_floor
+
+    if cfg.env.name == "agent" or not cfg.trainer.get("eval_floor", True):
+        return []
+    try:
+        floor = random_floor(str(cfg.env.name), without_name(cfg.env), evaluator.tasks, int(cfg.agent.max_turns),
+                             int(settings.samples_per_task), int(cfg.seed))
+    except NoFloor:
+        return []
+    played = [won for episodes in floor.values() for won in episodes]
+    return [{"name": "random floor", "sampling": None, "outcomes": floor,
+             "metrics": {"success_rate": sum(played) / len(played), "episodes": len(played)}}]
+
+
+def compare_rows(cfg: DictConfig, evaluator: Evaluator, main: Any, source: CheckpointSource | None,
+                 descriptors: list[str]) -> tuple[dict[str, Any], Any]:
+    """`compare=`: the second policy's weights pushed into the same engine, the same tasks played from the same seed,
+    and the paired difference (main - compared) in success, with its 95 % interval."""
+    from agentforge.training.summary import paired_verdict
+
+    if source is not None and source.kind == "checkpoint":
+        check_compatible(source, evaluator.spec.path)
+    from agentforge.builders import build_model_spec
+
+    base_model = build_model_spec(cfg).path  # the recipe's model (not a model dir given as checkpoint=)
+    name = "base (as shipped)" if source is None else f"compare: {source.describe()}"
+    console.print(f"[bold]compare[/]: {name} on the same {len(evaluator.tasks)} tasks and sampling seed")
+    evaluator.engine.update_weights(policy_weights(source, base_model))
+    compared = evaluator.row(name, evaluator.sampling, descriptors)
+    record = paired_verdict(name, main.name, episode_outcomes(compared.groups), episode_outcomes(main.groups))
+    return record or {}, compared
+
+
 def output_dir(cfg: DictConfig, settings: EvalSettings) -> Path:
     folder = Path(str(settings.output)) if settings.output else Path(str(cfg.run_dir))
     folder.mkdir(parents=True, exist_ok=True)
@@ -63,6 +107,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
 
         check_intervention_env(str(cfg.env.name), str(settings.intervention_cases))
     source = resolve_checkpoint(cfg.get("checkpoint"))
+    comparing, compare_source = resolve_compare(cfg.get("compare"))
     prepare_run_dir(cfg)
     label = policy_label(settings, source, cfg)
     evaluator = Evaluator(cfg, settings, source)
@@ -76,6 +121,10 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
             from agentforge.evaluation.interventions import run_interventions
 
             interventions, intervention_groups = run_interventions(evaluator, settings, label)
+        comparison = None
+        if comparing:
+            comparison, compared = compare_rows(cfg, evaluator, rows[0], compare_source, descriptors)
+            rows.append(compared)
     finally:
         evaluator.close()
     report = {
@@ -88,8 +137,10 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         "temperature": float(settings.temperature),
         "engine_seed": evaluator.seed,
         "descriptors": descriptors,
-        "rows": [{"name": r.name, "sampling": asdict(r.sampling), "metrics": r.metrics} for r in rows],
+        "rows": [{"name": r.name, "sampling": asdict(r.sampling), "metrics": r.metrics,
+                  "outcomes": episode_outcomes(r.groups)} for r in rows] + floor_rows(cfg, evaluator, settings),
         "interventions": interventions,
+        "comparison": comparison,
         "settings": asdict(settings),
         "config": plain(cfg),
     }
@@ -100,6 +151,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         from agentforge.evaluation.report import intervention_table
 
         console.print(intervention_table(interventions))
+    if comparison:
+        console.print(comparison["text"], highlight=False)
     console.print("\n".join(f"{k}: {v}" for k, v in paths.items()))
     console.print(f"viewer: {view_hint(folder)}", soft_wrap=True)
     report["markdown"] = eval_markdown(report)

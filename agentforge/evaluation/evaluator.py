@@ -10,12 +10,19 @@ from typing import Any
 from omegaconf import DictConfig
 
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, build_workflow
+from agentforge.builders import (
+    build_engine,
+    build_model_spec,
+    build_pool,
+    build_rollout_context,
+    build_workflow,
+    without_name,
+)
 from agentforge.evaluation.checkpoint_source import CheckpointSource, check_compatible, load_checkpoint_weights
 from agentforge.evaluation.settings import EvalSettings
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutContext, RolloutResult, RolloutStats
-from agentforge.tasks import TaskSampler
+from agentforge.tasks import held_out_tasks
 from agentforge.tracking.progress import console, rollout_progress
 from agentforge.types import Group, SamplingConfig
 
@@ -80,8 +87,8 @@ class Evaluator:
             check_compatible(source, spec.path)
         self.spec = spec
         self.seed = default_seed(cfg) if settings.seed is None else int(settings.seed)
-        self.tasks = TaskSampler(str(cfg.env.name), settings.split, int(settings.seed_offset)).sample(
-            int(settings.num_tasks))
+        self.tasks = held_out_tasks(str(cfg.env.name), without_name(cfg.env), int(settings.num_tasks), settings.split,
+                                    int(settings.seed_offset))
         console.print(f"[bold]eval[/] {source.describe() if source else 'the recipe model as shipped'} · model "
                       f"{spec.name} · engine {cfg.engine.name} · env {cfg.env.name} · {len(self.tasks)} tasks × "
                       f"{settings.samples_per_task} at T={settings.temperature}")
@@ -104,7 +111,7 @@ class Evaluator:
     def play(self, ctx: RolloutContext, tasks: list[Any], samples: int, label: str) -> RolloutResult:
         """Roll out from the fixed seed, so every row (and every rerun) starts from the same sampling stream."""
         self.engine.reseed(self.seed)
-        with rollout_progress(label, len(tasks) * samples) as on_progress:
+        with rollout_progress(label, len(tasks) * samples, ctx.config.max_turns) as on_progress:
             return self.workflow.run(ctx, tasks, samples, on_progress)
 
     def row(self, name: str, sampling: SamplingConfig, descriptors: list[str]) -> EvalRow:

@@ -47,7 +47,7 @@ def table_columns(descriptors: list[str], present: set[str] | None = None) -> li
 def success_cell(metrics: dict[str, Any], digits: int = 4) -> str:
     """The success rate with its 95 % Wilson interval over the row's episodes, so rows can be read as beyond noise
     (intervals apart) or not."""
-    from agentforge.training.summary import wilson_interval
+    from agentforge.evaluation.stats import wilson_interval
 
     value, episodes = metrics.get("success_rate"), metrics.get("episodes")
     text = _number(value, digits)
@@ -95,6 +95,8 @@ def eval_markdown(report: dict[str, Any]) -> str:
     parts = [f"### {title(report)}", "", markdown_table(header, rows), "", FOOTNOTE]
     if report.get("checkpoint"):
         parts.append(f"Checkpoint: `{report['checkpoint']['path']}`.")
+    if report.get("comparison"):
+        parts.append(f"Paired comparison (same tasks, same sampling seed): {report['comparison']['text']}.")
     if report.get("interventions"):
         iv_header, iv_rows = intervention_cells(report["interventions"])
         parts += ["", "#### Interventions", "", markdown_table(iv_header, iv_rows), "",

@@ -6,6 +6,12 @@
 mean successful length and the diversity metrics the trainer's eval logs (`eval/div_pair/<descriptor>`,
 `eval/div_dpp/<descriptor>`). A job that failed or is still running gets its status and its latest eval, if any;
 it never stops the report.
+
+`--baseline <job | key=value[,key=value]>` names the row every other job is compared with, paired task by task on
+the final eval's per-task outcomes (summary.json's `eval_outcomes`: the same held-out tasks and sampling seeds in
+every job of a sweep): the difference in success with its 95 % interval (agentforge/evaluation/stats.py), matched
+seed by seed when the baseline has a job per seed. The random floor (summary.json's "random floor" row) is drawn
+on the plot.
 """
 
 from __future__ import annotations
@@ -56,6 +62,13 @@ class Job:
     metrics: dict[str, float] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    outcomes: dict[str, list[bool]] | None = None  # the final eval's per-task outcomes (paired comparisons)
+    floor: float | None = None  # the random floor's success on the same tasks
+    versus: dict[str, Any] | None = None  # the paired difference against the baseline job
+
+    @property
+    def seed(self) -> Any:
+        return self.overrides.get("seed", self.config.get("seed"))
 
     @property
     def name(self) -> str:
@@ -65,7 +78,8 @@ class Job:
         return {"dir": str(self.path), "status": self.status, "note": self.note or None,
                 "overrides": self.overrides, "swept": {k: self.overrides.get(k) for k in swept},
                 "eval_iteration": self.iteration, "iterations": self.iterations,
-                "metrics": {k: (v if math.isfinite(v) else None) for k, v in self.metrics.items()}}
+                "metrics": {k: (v if math.isfinite(v) else None) for k, v in self.metrics.items()},
+                "versus_baseline": self.versus, "random_floor": self.floor}
 
 
 # ---- gathering -------------------------------------------------------------------------------------------------
@@ -157,6 +171,12 @@ def read_job(path: Path, now: float | None = None) -> Job:
         if isinstance(after, dict):
             job.iteration = int(after.get("iteration", job.iteration or 0))
             job.metrics = {k: v for k, v in _numeric(after).items() if k.startswith("eval/")} | train
+        outcomes = summary.get("eval_outcomes") or {}
+        if job.iteration is not None and isinstance(outcomes.get(str(job.iteration)), dict):
+            job.outcomes = outcomes[str(job.iteration)]
+        for row in summary.get("evals") or []:
+            if isinstance(row, dict) and row.get("name") == "random floor":
+                job.floor = float(row["success"])
         if not job.metrics:
             job.note = "no eval logged (trainer.eval_every=0?)"
         return job
@@ -235,7 +255,7 @@ def _cell(key: str, value: float | None, metrics: dict[str, Any] | None = None) 
         return f"{value * DPP_SCALE:.3f}"
     if key == "eval/success_rate" and metrics and isinstance(metrics.get("eval/episodes"), int | float) \
             and metrics["eval/episodes"] > 0:
-        from agentforge.training.summary import wilson_interval
+        from agentforge.evaluation.stats import wilson_interval
 
         n = float(metrics["eval/episodes"])
         low, high = wilson_interval(value * n, n)
@@ -251,8 +271,11 @@ class SweepReport:
     x_key: str | None
     y2_key: str | None
 
+    baseline: str | None = None
+
     def header(self) -> list[str]:
-        return ["job", *self.swept, "status", "eval iter", *(metric_header(k) for k in self.metrics)]
+        versus = [f"Δ success vs {self.baseline} [95 %, paired]"] if self.baseline else []
+        return ["job", *self.swept, "status", "eval iter", *(metric_header(k) for k in self.metrics), *versus]
 
     def rows(self) -> list[list[str]]:
         out = []
@@ -260,8 +283,9 @@ class SweepReport:
             progress = "–" if job.iteration is None else str(job.iteration)
             if job.iterations and job.iteration is not None:
                 progress += f"/{job.iterations}"
+            versus = [versus_cell(job)] if self.baseline else []
             out.append([job.name, *(job.overrides.get(k, "–") for k in self.swept), job.status, progress,
-                        *(_cell(k, job.metrics.get(k), job.metrics) for k in self.metrics)])
+                        *(_cell(k, job.metrics.get(k), job.metrics) for k in self.metrics), *versus])
         return out
 
     def markdown(self) -> str:
@@ -275,7 +299,56 @@ class SweepReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"swept": self.swept, "metrics": self.metrics, "x": self.x_key, "diversity_metric": self.y2_key,
-                "jobs": [job.to_json(self.swept) for job in self.jobs]}
+                "baseline": self.baseline, "jobs": [job.to_json(self.swept) for job in self.jobs]}
+
+
+# ---- the paired comparison with a baseline row -----------------------------------------------------------------
+def versus_cell(job: Job) -> str:
+    if job.versus is None:
+        return "–"
+    if job.versus.get("baseline_row"):
+        return "baseline"
+    if "difference" not in job.versus:
+        return job.versus.get("note", "–")
+    mark = " *" if job.versus["beyond_noise"] else ""
+    return f"{job.versus['difference']:+.1%} [{job.versus['low']:+.1%}, {job.versus['high']:+.1%}]{mark}"
+
+
+def select_baseline(jobs: list[Job], spec: str) -> list[Job]:
+    """The jobs `--baseline` names: a job name (`<time>/<n>` or `<n>`), or key=value pairs all of a job's
+    overrides must match."""
+    if "=" in spec:
+        wanted = dict(part.split("=", 1) for part in spec.split(",") if part)
+        chosen = [j for j in jobs if all(j.overrides.get(k) == v for k, v in wanted.items())]
+    else:
+        chosen = [j for j in jobs if spec in (j.name, j.path.name)]
+    if not chosen:
+        raise AgentforgeError(f"sweep-report: --baseline {spec} matches no job; jobs: "
+                              f"{', '.join(j.name for j in jobs)} (or give key=value of a swept override)")
+    return chosen
+
+
+def compare_with_baseline(jobs: list[Job], spec: str) -> None:
+    """Each job's paired difference in final-eval success against the baseline job of its seed (or the only one)."""
+    from agentforge.evaluation.stats import paired_difference
+
+    baselines = select_baseline(jobs, spec)
+    for job in jobs:
+        if job in baselines:
+            job.versus = {"baseline_row": True}
+            continue
+        same_seed = [b for b in baselines if b.seed == job.seed]
+        partner = same_seed[0] if same_seed else (baselines[0] if len(baselines) == 1 else None)
+        if partner is None:
+            job.versus = {"note": f"no baseline job with seed {job.seed}"}
+        elif job.outcomes is None or partner.outcomes is None:
+            job.versus = {"note": "no per-task outcomes (unfinished, or a run from before paired verdicts)"}
+        else:
+            try:
+                job.versus = {"baseline": partner.name,
+                              **paired_difference(partner.outcomes, job.outcomes).to_json()}
+            except ValueError as error:
+                job.versus = {"note": str(error)}
 
 
 def _is_number(text: str | None) -> bool:
@@ -307,7 +380,7 @@ def optimised_diversity_key(jobs: list[Job], available: list[str]) -> str | None
     return available[0] if available else None
 
 
-def build_report(jobs: list[Job], diversity_metric: str | None = None) -> SweepReport:
+def build_report(jobs: list[Job], diversity_metric: str | None = None, baseline: str | None = None) -> SweepReport:
     swept = swept_keys(jobs)
     div = diversity_keys(jobs)
     base = [key for _, key in BASE_COLUMNS if any(
@@ -318,7 +391,9 @@ def build_report(jobs: list[Job], diversity_metric: str | None = None) -> SweepR
     if diversity_metric and y2 not in div:
         raise AgentforgeError(f"sweep-report: --metric {diversity_metric} was not logged by any job; logged diversity "
                               f"metrics: {', '.join(div) or '(none)'}")
-    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2)
+    if baseline:
+        compare_with_baseline(jobs, baseline)
+    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2, baseline)
 
 
 # ---- the plot --------------------------------------------------------------------------------------------------
@@ -354,6 +429,9 @@ def plot_report(report: SweepReport, out: Path) -> Path:
             points = [(x, y) for x, y in points if math.isfinite(y)]  # no successes: no diversity value, no point
             right.plot([x for x, _ in points], [y for _, y in points], "s--", color=color, alpha=0.8,
                        label=f"{metric_header(report.y2_key)}{suffix}")
+    floors = [j.floor for j in jobs if j.floor is not None]
+    if floors:
+        left.axhline(sum(floors) / len(floors), color="grey", linestyle=":", label="random floor")
     left.set_xlabel(report.x_key or "job")
     if not report.x_key:
         left.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
@@ -389,7 +467,8 @@ def default_output(target: str) -> Path:
     return first.parent if is_job_dir(first) else first
 
 
-def sweep_report(targets: list[str], output: str | None = None, metric: str | None = None) -> SweepReport:
+def sweep_report(targets: list[str], output: str | None = None, metric: str | None = None,
+                 baseline: str | None = None) -> SweepReport:
     """Gather the jobs, write sweep_report.{md,json,png} (into `output`, else the first target dir), print it."""
     from rich.console import Console
     from rich.table import Table
@@ -399,7 +478,7 @@ def sweep_report(targets: list[str], output: str | None = None, metric: str | No
         console = Console(stderr=True, width=200)
     job_dirs = find_job_dirs(targets)
     now = time.time()
-    report = build_report([read_job(p, now) for p in job_dirs], metric)
+    report = build_report([read_job(p, now) for p in job_dirs], metric, baseline)
     folder = Path(output) if output else default_output(targets[0])
     folder.mkdir(parents=True, exist_ok=True)
     paths = write_report(report, folder)
@@ -424,6 +503,9 @@ def sweep_report_command(args: list[str]) -> int:
     parser.add_argument("--output", help="folder for sweep_report.{md,json,png} (default: the first multirun dir)")
     parser.add_argument("--metric", help="diversity metric on the plot's right axis, e.g. div_pair/location "
                                          "(default: the one the runs optimise)")
+    parser.add_argument("--baseline", help="the row the others are compared with, paired task by task (difference "
+                                           "in success with its 95 %% interval; * beyond noise): a job name, or "
+                                           "key=value[,key=value] of its overrides, e.g. algorithm=grpo")
     options = parser.parse_args(args)
-    sweep_report(options.dirs, options.output, options.metric)
+    sweep_report(options.dirs, options.output, options.metric, options.baseline)
     return 0

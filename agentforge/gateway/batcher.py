@@ -8,6 +8,9 @@ equal sampling settings share one generate call. The algorithm's rollout hooks a
 its decoding intervention (unless the call brings its own: `tool_choice` required or named forces the
 tool call's opening), and its review (a rejected reply is generated again from the same prompt and kept as a
 NOT_TRAINED span, as in the multi-turn workflow).
+
+A failing generate call fails only the requests that caused it: the calls of a failed batch are generated again one
+by one, so another session's valid request batched with a bad one still gets its reply.
 """
 
 from __future__ import annotations
@@ -103,15 +106,24 @@ class GenerationBatcher:
             for call in batch:
                 groups.setdefault(sampling_key(call.sampling), []).append(call)
             for calls in groups.values():
-                try:
-                    completions = self._generate_reviewed(calls)
-                except BaseException as exc:  # noqa: BLE001  (the handlers report it; the loop goes on)
-                    log.exception("gateway: a generate call failed")
-                    for call in calls:
-                        call.future.set_exception(exc)
-                    continue
-                for call, completion in zip(calls, completions, strict=True):
-                    call.future.set_result(completion)
+                self._run(calls)
+
+    def _run(self, calls: list[PendingCall]) -> None:
+        """Generate `calls` together; if that fails, each alone (only a failing call's own future fails)."""
+        try:
+            completions = self._generate_reviewed(calls)
+        except BaseException as exc:  # noqa: BLE001  (the handlers report it; the loop goes on)
+            if len(calls) > 1:
+                log.warning("gateway: a generate call of %d requests failed (%s: %s); generating them one by one",
+                            len(calls), type(exc).__name__, exc)
+                for call in calls:
+                    self._run([call])
+                return
+            log.exception("gateway: a generate call failed")
+            calls[0].future.set_exception(exc)
+            return
+        for call, completion in zip(calls, completions, strict=True):
+            call.future.set_result(completion)
 
     def _generate_reviewed(self, calls: list[PendingCall]) -> list[Completion]:
         episodes = [c.session.episode for c in calls]

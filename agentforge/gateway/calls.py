@@ -3,14 +3,22 @@ the batcher, parse tool calls, record the call as a turn of the session's episod
 
 Sampling: the engine samples at the run's own temperature / top-p / top-k (the learner's log-probs assume them); a
 request's `temperature` and `top_p` are recorded with the turn, not applied. `max_tokens` (or
-`max_completion_tokens`) is honoured up to `agent.sampling.max_new_tokens`; `stop` is honoured.
+`max_completion_tokens`) is honoured up to `agent.sampling.max_new_tokens`; `stop` is honoured, the stop string
+omitted from the reply as OpenAI does (`replies.client_reply`: the trained ids and the next prompt match it).
+
+Retries: a request identical to the session's latest call that the client marks as a retry (the openai SDK's
+`x-stainless-retry-count` >= 1, or the same `Idempotency-Key`) is answered with that call's response again, and no
+turn is added; an identical request without the mark is a new sample of the same prompt (its ids reused).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,34 +27,74 @@ from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.expert import ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer, PromptBuild, normalise_call, normalise_messages
+from agentforge.gateway.replies import ClientReply, chat_logprobs, client_reply, text_logprobs
 from agentforge.gateway.sessions import CallRecord, Session, build_prompt
 from agentforge.gateway.tools import check_tools, forced_call_prefix, parse_reply, read_tool_choice
 from agentforge.rollout.turns import version_info
 from agentforge.rollout.workflow import RolloutStats
 from agentforge.types import Completion, LossRole, SamplingConfig, Turn
 
+log = logging.getLogger("agentforge.gateway")
 FINISH = {"stop": "stop", "length": "length", "abort": "stop"}
+RETRY_COUNT = "x-stainless-retry-count"  # the openai SDKs number their attempts: 0, then 1, 2 ... on retries
+IDEMPOTENCY_KEY = "idempotency-key"
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_number(body: dict[str, Any], key: str, low: float, high: float) -> None:
+    value = body.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value) or not low <= value <= high):
+        raise RequestError(f"{key}={value!r} must be a number in [{low:g}, {high:g}] (or absent)", key)
+
+
+def check_flag(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(f"{key}={value!r} must be true or false", key)
+    return bool(value)
 
 
 def request_sampling(body: dict[str, Any], base: SamplingConfig) -> SamplingConfig:
-    """The run's sampling with the request's token budget and stop strings; `n` > 1 and streaming refused."""
-    if body.get("stream"):
+    """The run's sampling with the request's token budget and stop strings; `n` > 1 and streaming refused. Every
+    field the gateway reads is type-checked (a 400 naming it, never a 500 or a silent coercion)."""
+    if check_flag(body, "stream"):
         raise RequestError("streaming is not supported by the agentforge gateway; set stream=false", "stream")
     n = body.get("n", 1)
-    if n != 1:
-        raise RequestError(f"n={n}: the gateway samples one choice per call (every call is one trained turn of its "
+    if n is not None and (not is_int(n) or n != 1):
+        raise RequestError(f"n={n!r}: the gateway samples one choice per call (every call is one trained turn of its "
                            "episode; the group's other samples are other episodes); set n=1", "n")
-    budget = body.get("max_completion_tokens", body.get("max_tokens"))
+    check_number(body, "temperature", 0.0, 2.0)
+    check_number(body, "top_p", 0.0, 1.0)
+    top = body.get("top_logprobs")
+    if top is not None and (not is_int(top) or not 0 <= top <= 20):
+        raise RequestError(f"top_logprobs={top!r} must be an integer in [0, 20] (the gateway returns none)",
+                           "top_logprobs")
     max_new = int(base.max_new_tokens)
-    if budget is not None:
-        if not isinstance(budget, int) or budget < 1:
-            raise RequestError(f"max_tokens={budget!r} must be a positive integer", "max_tokens")
+    for key in ("max_completion_tokens", "max_tokens"):
+        budget = body.get(key)
+        if budget is None:
+            continue
+        if not is_int(budget) or budget < 1:
+            raise RequestError(f"{key}={budget!r} must be a positive integer", key)
         max_new = min(max_new, budget)
-    stop = body.get("stop") or []
-    stop = [stop] if isinstance(stop, str) else list(stop)
-    if not all(isinstance(s, str) for s in stop):
-        raise RequestError("`stop` must be a string or a list of strings", "stop")
-    return replace(base, max_new_tokens=max_new, stop=[*base.stop, *stop])
+        break
+    stop = body.get("stop")
+    stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise RequestError(f"stop={body.get('stop')!r} must be a string or a list of strings", "stop")
+    return replace(base, max_new_tokens=max_new, stop=[*base.stop, *(s for s in stop if s)])
+
+
+def request_identity(body: dict[str, Any], headers: Mapping[str, str] | None) -> tuple[str, bool, str | None]:
+    """(the body as canonical JSON, whether the client marked the request a retry, its idempotency key)."""
+    headers = headers or {}
+    count = str(headers.get(RETRY_COUNT, "0")).strip()
+    return (json.dumps(body, sort_keys=True, ensure_ascii=False), count.isdigit() and int(count) > 0,
+            headers.get(IDEMPOTENCY_KEY) or None)
 
 
 class CallHandler:
@@ -59,66 +107,94 @@ class CallHandler:
         self.max_model_len, self.model_name, self.expert = int(max_model_len), model_name, expert
 
     # ------------------------------------------------------------------------------------------------- chat
-    def chat(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def chat(self, session: Session, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`headers`: the request's (lower-case names), for its retry marks."""
         messages = normalise_messages(body.get("messages"))
+        check_flag(body, "logprobs")
         tools, must_call = read_tool_choice(body.get("tool_choice"), check_tools(body.get("tools")))
         sampling = request_sampling(body, self.sampling())
+        key, retried, idempotency = request_identity(body, headers)
         forced = None
         if must_call is not None and self.expert is None:  # the engine opens the reply with the tool call's tag
             forced = InterventionSpec("force_sequence", {"sequence": self.renderer.encode(
                 forced_call_prefix(must_call)), "after_tokens": 0})
         with session.lock:
             session.check_open()
+            replayed = self._replay(session, key, retried, idempotency)
+            if replayed is not None:
+                return replayed
             self._check_budget(session)
             prompt = build_prompt(self.renderer, session, messages, tools)
+            self._log_reencoded(session, prompt)
             if self.expert is not None:
                 completion = self.expert.reply(session, messages, tools)
+                reply = ClientReply(completion, completion.text, sampled=len(completion.token_ids))
             else:
-                completion = self._generate(session, prompt.ids, sampling, forced)
-            parsed = parse_reply(completion.text, tools, f"call_{session.id}_{len(session.calls)}")
-            reply = {"role": "assistant", "content": parsed.content,
-                     "tool_calls": [normalise_call(c, "reply") for c in parsed.tool_calls]}
-            finish = "tool_calls" if parsed.tool_calls else FINISH.get(completion.finish_reason, "stop")
-            session.calls.append(CallRecord(messages, tools, prompt, completion, reply, finish))
-            self._record_turn(session, prompt, completion, body, action=summarise(parsed.content, parsed.tool_calls),
+                reply = self._reply(self._generate(session, prompt.ids, sampling, forced), sampling)
+            parsed = parse_reply(reply.text, tools, f"call_{session.id}_{len(session.calls)}")
+            normalised = {"role": "assistant", "content": parsed.content,
+                          "tool_calls": [normalise_call(c, "reply") for c in parsed.tool_calls]}
+            finish = "tool_calls" if parsed.tool_calls else FINISH.get(reply.completion.finish_reason, "stop")
+            record = CallRecord(messages, tools, prompt, reply.completion, normalised, finish, reply.carry, key,
+                                idempotency_key=idempotency)
+            session.calls.append(record)
+            self._record_turn(session, prompt, reply, body, action=summarise(parsed.content, parsed.tool_calls),
                               valid=parsed.error is None, info={"tool_calls": parsed.tool_calls,
                                                                 "tool_parse_error": parsed.error})
-        message: dict[str, Any] = {"role": "assistant", "content": parsed.content or (None if parsed.tool_calls
-                                                                                      else "")}
-        if parsed.tool_calls:
-            message["tool_calls"] = parsed.tool_calls
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish,
-                                  "logprobs": self._logprobs(completion) if body.get("logprobs") else None}
-        return self._envelope("chat.completion", choice, prompt.ids, completion)
+            message: dict[str, Any] = {"role": "assistant", "content": parsed.content or (None if parsed.tool_calls
+                                                                                          else "")}
+            if parsed.tool_calls:
+                message["tool_calls"] = parsed.tool_calls
+            choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": (
+                chat_logprobs(self.renderer, reply.completion) if body.get("logprobs") else None)}
+            record.response = self._envelope("chat.completion", choice, prompt.ids, reply.sampled)
+        return record.response
 
     # ------------------------------------------------------------------------------------------ completions
-    def completion(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def completion(self, session: Session, body: dict[str, Any],
+                   headers: Mapping[str, str] | None = None) -> dict[str, Any]:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
             ids = self.renderer.encode(prompt)
-        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        elif isinstance(prompt, list) and prompt and all(is_int(t) for t in prompt):
             ids = [int(t) for t in prompt]  # token ids are taken as they are: exact by construction
+            vocab = len(self.renderer.tokenizer)
+            bad = next((t for t in ids if not 0 <= t < vocab), None)
+            if bad is not None:
+                raise RequestError(f"prompt token id {bad} is outside the model's vocabulary [0, {vocab}); send ids "
+                                   "of this model's tokenizer", "prompt")
         else:
             raise RequestError("`prompt` must be a string or a list of token ids (one prompt per call)", "prompt")
+        if not ids:
+            raise RequestError("`prompt` is empty; send at least one token", "prompt")
         if self.expert is not None:
             raise RequestError("expert play (the warm start) answers chat calls only: the expert writes assistant "
                                "messages; call /v1/chat/completions", "prompt")
+        logprobs = body.get("logprobs")
+        if logprobs is not None and not (isinstance(logprobs, bool) or (is_int(logprobs) and 0 <= logprobs <= 5)):
+            raise RequestError(f"logprobs={logprobs!r} must be an integer in [0, 5] (or true/false)", "logprobs")
         sampling = request_sampling(body, self.sampling())
+        key, retried, idempotency = request_identity(body, headers)
         with session.lock:
             session.check_open()
+            replayed = self._replay(session, key, retried, idempotency)
+            if replayed is not None:
+                return replayed
             self._check_budget(session)
             built = PromptBuild(ids, prompt if isinstance(prompt, str) else "")
-            completion = self._generate(session, ids, sampling)
-            session.calls.append(CallRecord([], [], built, completion, {"content": completion.text, "tool_calls": []},
-                                            FINISH.get(completion.finish_reason, "stop")))
-            self._record_turn(session, built, completion, body, action=summarise(completion.text, []), valid=True,
-                              info={})
-        choice = {"index": 0, "text": completion.text, "finish_reason": FINISH.get(completion.finish_reason, "stop"),
-                  "logprobs": {"tokens": [self.renderer.tokenizer.decode([t]) for t in completion.token_ids],
-                               "token_logprobs": list(completion.logprobs)} if body.get("logprobs") else None}
-        return self._envelope("text_completion", choice, ids, completion)
+            reply = self._reply(self._generate(session, ids, sampling), sampling)
+            finish = FINISH.get(reply.completion.finish_reason, "stop")
+            record = CallRecord([], [], built, reply.completion, {"content": reply.text, "tool_calls": []}, finish,
+                                reply.carry, key, idempotency_key=idempotency)
+            session.calls.append(record)
+            self._record_turn(session, built, reply, body, action=summarise(reply.text, []), valid=True, info={})
+            wanted = logprobs is not None and logprobs is not False
+            choice = {"index": 0, "text": reply.text, "finish_reason": finish,
+                      "logprobs": text_logprobs(self.renderer, reply.completion) if wanted else None}
+            record.response = self._envelope("text_completion", choice, ids, reply.sampled)
+        return record.response
 
     # ----------------------------------------------------------------------------------------------- parts
     def _check_budget(self, session: Session) -> None:
@@ -126,6 +202,27 @@ class CallHandler:
             raise RequestError(f"session {session.id!r} made its {session.max_calls} model calls "
                                "(env.max_calls); end the episode or raise the limit", status=429,
                                kind="rate_limit_error", code="call_budget_spent")
+
+    def _replay(self, session: Session, key: str, retried: bool, idempotency: str | None) -> dict[str, Any] | None:
+        """The latest call's response again when this request is its retry (the same body, marked a retry)."""
+        if not session.calls:
+            return None
+        last = session.calls[-1]
+        again = retried or (idempotency is not None and idempotency == last.idempotency_key)
+        if not again or last.request_key != key or last.response is None:
+            return None
+        log.info("gateway: session %s: a retry of call %d answered with its response again (no new turn)",
+                 session.id, len(session.calls) - 1)
+        session.replays += 1
+        return json.loads(json.dumps(last.response))
+
+    def _log_reencoded(self, session: Session, prompt: PromptBuild) -> None:
+        if prompt.reencoded is not None:
+            log.warning("gateway: session %s call %d rendered from scratch (trained as the engine saw it): %s",
+                        session.id, len(session.calls), prompt.reencoded)
+
+    def _reply(self, completion: Completion, sampling: SamplingConfig) -> ClientReply:
+        return client_reply(self.renderer.tokenizer, completion, list(sampling.stop), self.renderer.special_ids)
 
     def _generate(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig,
                   forced: InterventionSpec | None = None) -> Completion:
@@ -137,11 +234,12 @@ class CallHandler:
         assert self.batcher is not None
         return self.batcher.submit(session, prompt_ids, sampling, forced).result()
 
-    def _record_turn(self, session: Session, prompt: PromptBuild, completion: Completion, body: dict[str, Any],
+    def _record_turn(self, session: Session, prompt: PromptBuild, reply: ClientReply, body: dict[str, Any],
                      action: str, valid: bool, info: dict[str, Any]) -> None:
-        episode = session.episode
+        episode, completion = session.episode, reply.completion
         details = {"session": session.id, "call": len(session.calls) - 1, "finish_reason": completion.finish_reason,
-                   "extends_call": prompt.base, "reencoded": prompt.reencoded,
+                   "extends_call": prompt.base, "reencoded": prompt.reencoded, "repeats_call": prompt.repeats,
+                   "stop_cut": reply.cut,
                    "requested": {k: body[k] for k in ("temperature", "top_p", "max_tokens", "max_completion_tokens")
                                  if k in body}, **info}
         details.update(version_info(completion))
@@ -152,17 +250,12 @@ class CallHandler:
             role=LossRole.ACTION))
         self.stats().turns += 1
 
-    def _logprobs(self, completion: Completion) -> dict[str, Any]:
-        tokens = [self.renderer.tokenizer.decode([t]) for t in completion.token_ids]
-        return {"content": [{"token": token, "logprob": float(lp), "bytes": list(token.encode()), "top_logprobs": []}
-                            for token, lp in zip(tokens, completion.logprobs, strict=True)]}
-
-    def _envelope(self, kind: str, choice: dict[str, Any], prompt_ids: list[int],
-                  completion: Completion) -> dict[str, Any]:
+    def _envelope(self, kind: str, choice: dict[str, Any], prompt_ids: list[int], sampled: int) -> dict[str, Any]:
+        """`sampled`: the tokens the engine generated (with any a stop string cut off)."""
         return {"id": f"{'chatcmpl' if kind == 'chat.completion' else 'cmpl'}-{uuid.uuid4().hex[:24]}",
                 "object": kind, "created": int(time.time()), "model": self.model_name, "choices": [choice],
-                "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(completion.token_ids),
-                          "total_tokens": len(prompt_ids) + len(completion.token_ids)}}
+                "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": sampled,
+                          "total_tokens": len(prompt_ids) + sampled}}
 
 
 def summarise(content: str, tool_calls: list[dict[str, Any]]) -> str:

@@ -13,20 +13,31 @@ that stopped on `<|im_end|>` needs only the `\\n`; one cut by `max_tokens` needs
 
 A request that matches no earlier call (an edited or truncated history) is rendered from scratch and flagged
 (`reencoded`, with the reason): trained as the engine saw it, and counted.
+
+Message text is encoded as text: a control token's string (`<|im_end|>`, `<|im_start|>`) inside a message, a tool
+definition or a tool call is encoded as the characters it is, never as the control token (a tool result must not be
+able to forge a turn boundary in what is trained). How: such strings are replaced by markers before rendering; the
+rendered prompt is cut at the template's own control tokens (ids), and each piece between them, markers restored, is
+encoded with the tokenizer's `split_special_tokens=True`. A prompt without such strings is encoded exactly as before
+(one `encode` of the rendering). `special_tokens="control"` keeps the old behaviour (they become control tokens).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from agentforge.errors import ConfigError
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.tools import render_tool_calls, tool_prompt
 
 SENTINEL = "\u2063agentforge-sentinel\u2063"
 ROLES = ("system", "developer", "user", "assistant", "tool")
+MARK, MARK_END = "\ue000", "\ue001"  # (private-use characters) a control token's string inside message text
+SPECIAL_TOKENS = ("text", "control")
 
 
 def text_of(content: Any, where: str) -> str:
@@ -60,9 +71,14 @@ def normalise_messages(messages: Any) -> list[dict[str, Any]]:
         role = "system" if message["role"] == "developer" else message["role"]
         item: dict[str, Any] = {"role": role, "content": text_of(message.get("content"), where)}
         calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise RequestError(f"{where}.tool_calls must be a list of {{\"id\", \"type\": \"function\", "
+                               "\"function\": {\"name\", \"arguments\"}} objects", f"{where}.tool_calls")
         if role == "assistant" and calls:
             item["tool_calls"] = [normalise_call(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(calls)]
         if role == "tool" and message.get("tool_call_id") is not None:
+            if not isinstance(message["tool_call_id"], (str, int)) or isinstance(message["tool_call_id"], bool):
+                raise RequestError(f"{where}.tool_call_id must be a string", f"{where}.tool_call_id")
             item["tool_call_id"] = str(message["tool_call_id"])
         out.append(item)
     return out
@@ -74,6 +90,8 @@ def normalise_call(call: Any, where: str) -> dict[str, Any]:
         raise RequestError(f"{where} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", "
                            "\"arguments\"}}}}", where)
     arguments = function.get("arguments", "{}")
+    if arguments is None:
+        arguments = "{}"
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     with contextlib.suppress(json.JSONDecodeError):  # compare by value: a client may re-serialise the JSON
@@ -84,74 +102,167 @@ def normalise_call(call: Any, where: str) -> dict[str, Any]:
 @dataclass
 class PromptBuild:
     """A call's prompt ids, and how they were made: `base` (the earlier call extended, or None for a first call or
-    a re-encoded one) and `reencoded` (why the history was rendered from scratch, or None)."""
+    a re-encoded one), `reencoded` (why the history was rendered from scratch, or None) and `repeats` (the earlier
+    call whose messages this request repeats exactly: its prompt ids are reused)."""
 
     ids: list[int]
     new_text: str  # the text this call added to the conversation (the whole render for a first call)
     base: int | None = None
     reencoded: str | None = None
+    repeats: int | None = None  # the earlier call whose request this one repeats (a new sample of its prompt)
 
 
 class ChatRenderer:
     """Renders normalised messages with the tokenizer's chat template (Hermes tool format where the template has
-    none) and builds each call's prompt ids token-exactly (see the module docstring)."""
+    none) and builds each call's prompt ids token-exactly (see the module docstring). `special_tokens`: "text"
+    (control-token strings inside messages are encoded as text) or "control" (they become control tokens)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, special_tokens: str = "text") -> None:
+        if special_tokens not in SPECIAL_TOKENS:
+            raise ConfigError(f"special_tokens={special_tokens!r}: choose 'text' (control-token strings in messages "
+                              "are encoded as text, the default) or 'control' (they become control tokens)")
         self.tokenizer = tokenizer
         self.native_tools = "tools" in (tokenizer.chat_template or "")
         self.special_ids = set(tokenizer.all_special_ids)
+        self.escape_specials = special_tokens == "text"
+        decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+        controls = {str(t.content): int(i) for i, t in decoder.items() if getattr(t, "special", False)}
+        controls.update({str(t): int(i) for t, i in zip(tokenizer.all_special_tokens, tokenizer.all_special_ids,
+                                                        strict=True)})
+        self.controls = controls  # control token string -> id
+        self._table = [MARK, *sorted(controls, key=len, reverse=True)]  # marker index -> the string it stands for
+        self._index = {text: k for k, text in enumerate(self._table)}
+        self._escape = re.compile("|".join(re.escape(t) for t in self._table))
+        self._firsts = {t[0] for t in self._table}
+        self._control = re.compile("(" + "|".join(re.escape(t) for t in self._table[1:]) + ")") if controls else None
+        self._marker = re.compile(re.escape(MARK) + r"(\d+)" + re.escape(MARK_END))
+        self._bytes: dict[int, bytes] = {}
+        self._byte_decoder: dict[str, int] | None = None
+        if "ByteLevel" in str(getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", "")):
+            from transformers.convert_slow_tokenizer import bytes_to_unicode
 
+            self._byte_decoder = {c: b for b, c in bytes_to_unicode().items()}
+
+    # --------------------------------------------------------------------------- message text stays text
+    def escape(self, value: Any) -> Any:
+        """`value` (a string, or strings inside lists and dicts) with control-token strings (and the marker
+        character itself) replaced by markers; unchanged under special_tokens="control"."""
+        if not self.escape_specials:
+            return value
+        if isinstance(value, str):
+            if not any(c in value for c in self._firsts) or self._escape.search(value) is None:
+                return value
+            return self._escape.sub(lambda m: f"{MARK}{self._index[m.group(0)]}{MARK_END}", value)
+        if isinstance(value, (list, dict)):  # (tools, tool-call arguments: one look at their JSON first)
+            if self._escape.search(json.dumps(value, ensure_ascii=False)) is None:
+                return value
+            if isinstance(value, list):
+                return [self.escape(v) for v in value]
+            return {self.escape(k): self.escape(v) for k, v in value.items()}
+        return value
+
+    def restore(self, marked: str) -> str:
+        """The text a marked rendering stands for."""
+        if MARK not in marked:
+            return marked
+        return self._marker.sub(lambda m: self._table[int(m.group(1))], marked)
+
+    def encode_marked(self, marked: str) -> list[int]:
+        """Ids of a marked rendering: the template's control tokens as ids, everything between them encoded as text
+        (markers restored); a rendering without markers is one plain encode."""
+        if MARK not in marked or self._control is None:
+            return self.encode(marked)
+        ids: list[int] = []
+        for k, piece in enumerate(self._control.split(marked)):
+            if k % 2:
+                ids.append(self.controls[piece])
+            elif piece:
+                ids.extend(int(t) for t in self.tokenizer.encode(self.restore(piece), add_special_tokens=False,
+                                                                split_special_tokens=True))
+        return ids
+
+    # ---------------------------------------------------------------------------------------- rendering
     def template_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out = []
         for m in messages:
-            item = {"role": m["role"], "content": m["content"]}
+            item = {"role": m["role"], "content": self.escape(m["content"])}
             if m.get("tool_calls"):
                 calls = [{"id": c["id"], "type": "function",
-                          "function": {"name": c["name"], "arguments": c["arguments"]}} for c in m["tool_calls"]]
+                          "function": {"name": self.escape(c["name"]), "arguments": self.escape(c["arguments"])}}
+                         for c in m["tool_calls"]]
                 if self.native_tools:
                     item["tool_calls"] = [{**c, "function": {**c["function"],
                                                             "arguments": json.loads(c["function"]["arguments"])}}
                                           for c in calls]
                 else:
-                    item["content"] = "\n".join(x for x in (m["content"], render_tool_calls(calls)) if x)
+                    item["content"] = "\n".join(x for x in (item["content"], render_tool_calls(calls)) if x)
             if m.get("tool_call_id") is not None:
                 item["tool_call_id"] = m["tool_call_id"]
             out.append(item)
         if tools and not self.native_tools:
-            prompt = tool_prompt(tools)
+            prompt = tool_prompt(self.escape(tools))
             if out and out[0]["role"] == "system":
                 out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{prompt}" if out[0]["content"] else prompt}
             else:
                 out.insert(0, {"role": "system", "content": prompt})
         return out
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], generation_prompt: bool) -> str:
-        kwargs = {"tools": tools} if tools and self.native_tools else {}
+    def render_marked(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                      generation_prompt: bool) -> str:
+        """The template's rendering with control-token strings of the messages as markers (`encode_marked`)."""
+        kwargs = {"tools": self.escape(tools)} if tools and self.native_tools else {}
         return self.tokenizer.apply_chat_template(self.template_messages(messages, tools), tokenize=False,
                                                   add_generation_prompt=generation_prompt, **kwargs)
 
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], generation_prompt: bool) -> str:
+        return self.restore(self.render_marked(messages, tools, generation_prompt))
+
     def encode(self, text: str) -> list[int]:
+        """Plain text → ids, control-token strings as control tokens (a template's own text, a raw prompt)."""
         return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
 
     def fresh(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], why: str | None = None) -> PromptBuild:
-        text = self.render(messages, tools, generation_prompt=True)
-        return PromptBuild(self.encode(text), text, reencoded=why)
+        marked = self.render_marked(messages, tools, generation_prompt=True)
+        return PromptBuild(self.encode_marked(marked), self.restore(marked), reencoded=why)
 
     def extend(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int, prompt_ids: list[int],
-               response_ids: list[int]) -> PromptBuild | None:
+               response_ids: list[int], carry: str = "") -> PromptBuild | None:
         """The prompt of `messages`, whose message `at` is the assistant reply sampled as `response_ids` after
-        `prompt_ids`: those ids, then only the new text encoded. None when the template does not render the
+        `prompt_ids`: those ids, then only the new text encoded (after `carry`: reply text the client was given
+        beyond `response_ids`, when a stop string cut a token). None when the template does not render the
         conversation as a prefix-extension (the caller then renders it from scratch)."""
         marked = [*messages[:at], {"role": "assistant", "content": SENTINEL}, *messages[at + 1:]]
-        head = self.render(marked[: at + 1], tools, generation_prompt=False)
-        full = self.render(marked, tools, generation_prompt=True)
+        head = self.render_marked(marked[: at + 1], tools, generation_prompt=False)
+        full = self.render_marked(marked, tools, generation_prompt=True)
         if not full.startswith(head) or head.count(SENTINEL) != 1:
             return None
         tail = head[head.index(SENTINEL) + len(SENTINEL):]  # the assistant block's text after its content
         last = response_ids[-1] if response_ids else None
-        if last is not None and last in self.special_ids:
+        if last is not None and last in self.special_ids and not carry:
             ending = self.tokenizer.decode([last], skip_special_tokens=False)
             if tail.startswith(ending):
                 tail = tail[len(ending):]  # the sampled stop token already closes the block
         new_text = full[len(head):]
-        return PromptBuild([*prompt_ids, *response_ids, *self.encode(tail + new_text)], new_text)
+        ids = self.encode_marked(self.escape(carry) + tail + new_text)
+        return PromptBuild([*prompt_ids, *response_ids, *ids], self.restore(new_text))
+
+    # ------------------------------------------------------------------------------------------ token bytes
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's own bytes (a byte-level token holding part of a UTF-8 character gives that part, not U+FFFD):
+        what OpenAI's `logprobs[].bytes` carries, so a client can rebuild the text from them."""
+        cached = self._bytes.get(token_id)
+        if cached is not None:
+            return cached
+        text = self.tokenizer.decode([token_id], skip_special_tokens=False)
+        piece = self.tokenizer.convert_ids_to_tokens(int(token_id))
+        out = text.encode()
+        if token_id not in self.special_ids and isinstance(piece, str):
+            byte = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", piece)  # sentencepiece byte fallback
+            if byte is not None:
+                out = bytes([int(byte.group(1), 16)])
+            elif self._byte_decoder is not None and all(c in self._byte_decoder for c in piece):
+                out = bytes(self._byte_decoder[c] for c in piece)
+            elif "\ufffd" in text:
+                out = piece.replace("\u2581", " ").encode()
+        self._bytes[token_id] = out
+        return out

@@ -7,13 +7,19 @@ Routes (every one also under `/sessions/<id>`, which is how an unmodified client
     POST /v1/completions         prompt (text or token ids), max_tokens, stop, logprobs
     GET  /v1/models              the policy being trained
 
-Bound to 127.0.0.1 on a free port by default, with a per-run bearer token (`Authorization: Bearer <token>`).
-Handlers run in a thread pool sized for every session at once, so calls of all sessions meet in the batcher.
+Bound to 127.0.0.1 on a free port by default. Credentials: every session has its own bearer token (the `api_key` its
+agent is given; `Authorization: Bearer <token>`), valid for that session only (another session's token: 403), and a
+request with a session token alone is that session's. The server's own token (`GatewayServer.token`, never given to
+an agent) is the operator's: every route, every session. Errors are OpenAI error objects; a 4xx carries
+`x-should-retry: false` (the openai SDK would otherwise retry a 409 or 429 that cannot succeed). Handlers run in a
+thread pool sized for every session at once, so calls of all sessions meet in the batcher.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import secrets
 import threading
@@ -71,27 +77,35 @@ class GatewayServer:
         app = FastAPI(title="agentforge gateway", docs_url=None, redoc_url=None)
 
         def error(exc: RequestError) -> JSONResponse:
-            return JSONResponse(exc.body(), status_code=exc.status)
+            headers = {"x-should-retry": "false"} if exc.status < 500 else None
+            return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
         async def serve(request: Request, session_id: str | None, method: str) -> JSONResponse:
             try:
-                self._authorise(request)
-                sid = session_id or request.headers.get(SESSION_HEADER)
+                owner = self._authorise(request)
+                sid = session_id or request.headers.get(SESSION_HEADER) or owner
                 if not sid:
                     raise RequestError("no session: use the base_url the agent was given (/sessions/<id>/v1) or "
                                        f"send the header {SESSION_HEADER}", status=404, code="session_not_found")
+                if owner is not None and sid != owner:
+                    raise RequestError(f"this api_key belongs to another session than {sid!r}: each agent may "
+                                       "call only its own session (use the base_url and api_key it was given)",
+                                       status=403, kind="permission_error", code="wrong_session")
                 session = self.registry.get(sid)
                 try:
-                    body = await request.json()
-                except ValueError:
-                    raise RequestError("the request body is not JSON") from None
+                    body = json.loads(await request.body())
+                except (ValueError, RecursionError) as exc:
+                    why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
+                    raise RequestError(f"the request body is {why}; send one JSON object") from None
                 if not isinstance(body, dict):
                     raise RequestError("the request body must be a JSON object")
-                run = getattr(self.handler, method)
-                result = await asyncio.get_running_loop().run_in_executor(self.executor, run, session, body)
+                run = functools.partial(getattr(self.handler, method), session, body, request.headers)
+                result = await asyncio.get_running_loop().run_in_executor(self.executor, run)
                 return JSONResponse(result)
             except RequestError as exc:
                 return error(exc)
+            except RecursionError:
+                return error(RequestError("the request is nested too deeply to be read; send flatter JSON"))
             except Exception as exc:  # noqa: BLE001  (an OpenAI-style 500, never a dead server)
                 log.exception("gateway: request failed")
                 return error(RequestError(f"the gateway failed on this request: {type(exc).__name__}: {exc}",
@@ -123,8 +137,14 @@ class GatewayServer:
         # and exit)
         return uvicorn.Server(config)
 
-    def _authorise(self, request: Any) -> None:
+    def _authorise(self, request: Any) -> str | None:
+        """The id of the session the bearer token belongs to, None for the server's own token; else a 401."""
         header = request.headers.get("authorization", "")
-        if not secrets.compare_digest(header.encode(), f"Bearer {self.token}".encode()):
+        token = header[len("Bearer "):] if header.startswith("Bearer ") else ""
+        if token and secrets.compare_digest(token.encode(), self.token.encode()):
+            return None
+        owner = self.registry.owner(token) if token else None
+        if owner is None:
             raise RequestError("missing or wrong bearer token: use the api_key the agent was given", status=401,
                                kind="authentication_error", code="invalid_api_key")
+        return owner

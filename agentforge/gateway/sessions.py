@@ -1,12 +1,15 @@
 """Sessions: one per episode. A session keeps every model call it made (the request's messages, the prompt ids the
 engine saw, the ids and log-probs it sampled, the reply returned) so a later request that repeats an earlier reply
-is matched to its sampled tokens, never re-encoded (`rendering.ChatRenderer.extend`)."""
+is matched to its sampled tokens, never re-encoded (`rendering.ChatRenderer.extend`).
+
+Each session has its own bearer token (`Session.token`, the `api_key` its agent is given): a request naming a
+session must carry that session's token (403 otherwise), so a session's records can only come from its own agent."""
 
 from __future__ import annotations
 
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentforge.gateway.errors import ended_session, unknown_session
@@ -25,6 +28,10 @@ class CallRecord:
     completion: Completion
     reply: dict[str, Any]  # normalised assistant message returned (content, tool_calls)
     finish_reason: str
+    carry: str = ""  # reply text the client was given beyond `completion.token_ids` (a stop string cut a token)
+    request_key: str = ""  # the request body, canonical JSON: an identical retry is answered with `response`
+    response: dict[str, Any] | None = None  # the OpenAI response returned
+    idempotency_key: str | None = None  # the request's Idempotency-Key header
 
 
 @dataclass
@@ -37,6 +44,8 @@ class Session:
     calls: list[CallRecord] = field(default_factory=list)
     ended: str | None = None  # why it no longer takes requests
     lock: threading.Lock = field(default_factory=threading.Lock)
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))  # this session's bearer token
+    replays: int = 0  # retries answered with an earlier response (no turn added)
 
     def check_open(self) -> None:
         if self.ended is not None:
@@ -73,12 +82,16 @@ def build_prompt(renderer: ChatRenderer, session: Session, messages: list[dict[s
     if not session.calls:
         return renderer.fresh(messages, tools)
     wanted = strip_ids(messages)
+    for index in range(len(session.calls) - 1, -1, -1):  # the same request again (a new sample): the same prompt
+        call = session.calls[index]
+        if call.tools == tools and len(call.messages) == len(messages) and strip_ids(call.messages) == wanted:
+            return replace(call.prompt, repeats=index, reencoded=None)
     for index in range(len(session.calls) - 1, -1, -1):
         call = session.calls[index]
         k = len(call.messages)
         if (len(messages) > k and call.tools == tools and strip_ids(call.messages) == wanted[:k]
                 and reply_matches(messages[k], call.reply)):
-            built = renderer.extend(messages, tools, k, call.prompt.ids, call.completion.token_ids)
+            built = renderer.extend(messages, tools, k, call.prompt.ids, call.completion.token_ids, call.carry)
             if built is not None:
                 built.base = index
                 return built
@@ -94,13 +107,20 @@ class SessionRegistry:
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
         self._ended: dict[str, str] = {}  # sessions of finished runs: id -> why (bounded)
+        self._owners: dict[str, str] = {}  # bearer token -> its session's id (kept, bounded, after the session ends)
         self._lock = threading.Lock()
 
     def open(self, episode: Episode, max_calls: int) -> Session:
         session = Session(id=f"ep{episode.slot}-{secrets.token_hex(4)}", episode=episode, max_calls=max_calls)
         with self._lock:
             self._sessions[session.id] = session
+            self._owners[session.token] = session.id
         return session
+
+    def owner(self, token: str) -> str | None:
+        """The id of the session `token` belongs to (None: no session's)."""
+        with self._lock:
+            return self._owners.get(token)
 
     def get(self, session_id: str) -> Session:
         with self._lock:
@@ -129,6 +149,8 @@ class SessionRegistry:
                 self._ended[s.id] = s.ended or "its run finished"
             while len(self._ended) > 100_000:
                 self._ended.pop(next(iter(self._ended)))
+            while len(self._owners) > 100_000 + len(self._sessions):
+                self._owners.pop(next(iter(self._owners)))
 
 
 __all__ = ["CallRecord", "Session", "SessionRegistry", "build_prompt", "normalise_messages", "reply_matches"]

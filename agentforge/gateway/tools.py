@@ -35,16 +35,31 @@ class ParsedReply:
     error: str | None = None
 
 
+_CHECKED: dict[str, bool] = {}  # tool lists already checked (canonical JSON): an agent sends the same every call
+_CHECKED_MAX = 1024
+
+
 def check_tools(tools: Any) -> list[dict[str, Any]]:
     """The request's `tools`, checked: each `{"type": "function", "function": {"name", "parameters"?}}` with a
-    parameters object that is a valid JSON schema."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
+    parameters object that is a valid JSON schema. A list checked before is not checked again (the JSON-schema check
+    was half of a call's handling time: an agent sends the same tools with every call)."""
     if tools is None:
         return []
     if not isinstance(tools, list):
         raise RequestError("`tools` must be a list of {\"type\": \"function\", \"function\": {...}} objects", "tools")
+    key = json.dumps(tools, sort_keys=True)
+    if key not in _CHECKED:
+        _check_tool_list(tools)
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[key] = True
+    return tools
+
+
+def _check_tool_list(tools: list[Any]) -> None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     for i, tool in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
@@ -61,7 +76,6 @@ def check_tools(tools: Any) -> list[dict[str, Any]]:
         except SchemaError as exc:
             raise RequestError(f"{where}.function.parameters is not a valid JSON schema: {exc.message}",
                                f"{where}.function.parameters") from None
-    return tools
 
 
 def read_tool_choice(choice: Any, tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:

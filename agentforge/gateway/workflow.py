@@ -88,7 +88,7 @@ class GatewayWorkflow(RolloutWorkflow):
     # -------------------------------------------------------------------------------------------- gateway
     def _ensure_gateway(self, tokenizer: Any) -> GatewayServer:
         if self.server is None:
-            renderer = ChatRenderer(tokenizer)
+            renderer = ChatRenderer(tokenizer, str(self.options.get("special_tokens", "text")))
             replier = None
             if self.expert is None:
                 self.batcher = GenerationBatcher(lambda: self._ctx, self.hooks, self.registry.live,
@@ -170,10 +170,10 @@ class GatewayWorkflow(RolloutWorkflow):
                 task = self._agent_task(session)
                 try:
                     if inspect.iscoroutinefunction(self.agent):
-                        call = self.agent(task, server.base_url(session.id), server.token)
+                        call = self.agent(task, server.base_url(session.id), session.token)
                     else:
                         call = asyncio.get_running_loop().run_in_executor(
-                            pool, self.agent, task, server.base_url(session.id), server.token)
+                            pool, self.agent, task, server.base_url(session.id), session.token)
                     result = await asyncio.wait_for(call, timeout)
                     outcome = read_result(result)
                     if outcome is None:
@@ -221,7 +221,7 @@ class GatewayWorkflow(RolloutWorkflow):
                 outcomes: list[EpisodeOutcome]) -> dict[str, float]:
         """Rewards onto the episodes' last turns; failures recorded and counted."""
         counts = {"failed_episodes": 0, "timeouts": 0, "raised": 0, "unscored": 0, "no_model_calls": 0,
-                  "reencoded_calls": 0, "tool_parse_errors": 0}
+                  "reencoded_calls": 0, "tool_parse_errors": 0, "retries_replayed": 0}
         for episode, session, outcome in zip(episodes, sessions, outcomes, strict=True):
             trajectory = episode.trajectory
             turns = trajectory.turns
@@ -249,6 +249,7 @@ class GatewayWorkflow(RolloutWorkflow):
             trajectory.meta["model_calls"] = len(session.calls)
             counts["reencoded_calls"] += sum(t.info.get("reencoded") is not None for t in turns)
             counts["tool_parse_errors"] += sum(t.info.get("tool_parse_error") is not None for t in turns)
+            counts["retries_replayed"] += session.replays
         calls = sum(len(s.calls) for s in sessions)
         return {**{f"agent/{k}": float(v) for k, v in counts.items()}, "agent/model_calls": float(calls),
                 "agent/calls_per_episode": calls / max(len(sessions), 1)}

@@ -32,8 +32,9 @@ class LoraSettings:
 class LossSettings:
     """The policy objective (ALGORITHMS.md "Policy loss" and "Objective options"; verl's names where it has them).
 
-    `eps_low`/`eps_high` and `agg_mode` left null take the policy loss's own defaults (`objective.policy`):
-    vanilla 0.2/0.28 token-mean (today's loss), gspo 3e-4/4e-4 seq-mean-token-mean, cispo 10/0.2 token-mean.
+    `eps_low`/`eps_high` left null take the policy loss's own defaults (`objective.policy`): vanilla 0.2/0.28,
+    gspo 3e-4/4e-4, cispo 10/0.2. `agg_mode` (null: token-mean) aggregates every term, except GSPO's policy term,
+    always seq-mean-token-mean (as verl).
     `kl_in: reward` subtracts β·KL from each turn's reward before advantages instead of adding it to the loss;
     `kl_target` then makes β adaptive (Ziegler et al. 2019's controller, as verl's `kl_ctrl.type: adaptive`).
     """
@@ -48,7 +49,8 @@ class LossSettings:
                                      gt=1)
     log_ratio_clamp: float = opt(20.0, "log ratio clamped to +-this before exp", gt=0)
     agg_mode: str | None = opt(None, "token-mean | seq-mean-token-mean | seq-mean-token-sum | "
-                                     "seq-mean-token-sum-norm; null: the policy loss's own")
+                                     "seq-mean-token-sum-norm; null: token-mean. GSPO's policy term is always "
+                                     "seq-mean-token-mean (verl); this then aggregates its KL and entropy")
     loss_scale_factor: float | None = opt(None, "seq-mean-token-sum-norm's constant L (null: "
                                                 "agent.sampling.max_new_tokens)", gt=0)
     kl_coef: float = opt(0.0, "beta of the KL to the reference (the policy RL starts from)", ge=0)
@@ -73,9 +75,14 @@ class LossSettings:
                 high if self.eps_high is None else float(self.eps_high))
 
     def aggregation(self) -> str:
-        from agentforge.learner.objective.policy import DEFAULT_AGGREGATION
+        """`agg_mode` (token-mean when null, as verl's loss_agg_mode): the KL and entropy terms', and the policy
+        term's unless the loss has its own (GSPO: `policy_aggregation`)."""
+        return self.agg_mode or "token-mean"
 
-        return self.agg_mode or DEFAULT_AGGREGATION.get(self.resolved_policy_loss(), "token-mean")
+    def policy_aggregation(self) -> str:
+        from agentforge.learner.objective.policy import POLICY_AGGREGATION
+
+        return POLICY_AGGREGATION.get(self.resolved_policy_loss(), self.aggregation())
 
     def needs_reference(self) -> bool:
         return self.kl_coef > 0
@@ -89,8 +96,11 @@ class CorrectionSettings:
     is_level: str | None = opt(None, "TIS: token | sequence weights pi_old/pi_engine (null: off)",
                                choices=("token", "sequence", None))
     is_threshold: float = opt(2.0, "TIS truncation C", ge=1)
-    rejection: str | None = opt(None, "MIS: drop token | sequence | geometric outside the band (null: off)",
-                                choices=("token", "sequence", "geometric", None))
+    rejection: str | None = opt(None, "MIS: drop token | sequence | geometric whose pi_old/pi_engine leaves the "
+                                      "band, or verl's token_k1 | seq_sum_k1 | seq_mean_k1 (band on pi_engine/pi_old, "
+                                      "per-token log-ratio clamped to +-20) (null: off)",
+                                choices=("token", "sequence", "geometric", "token_k1", "seq_sum_k1", "seq_mean_k1",
+                                         None))
     rejection_threshold: float = opt(2.0, "the band's upper bound", gt=1)
     rejection_threshold_lower: float | None = opt(None, "the band's lower bound (null: 1 / rejection_threshold)",
                                                   gt=0)
@@ -126,7 +136,10 @@ class LearnerConfig:
     grad_clip: float = opt(1.0, "gradient norm clip (0: off)", ge=0)
     micro_batch_tokens: int = opt(1024, "padded tokens per forward pass (rows x longest row)", ge=2)
     gradient_checkpointing: bool = opt(False, "recompute activations in backward (less memory, slower)")
-    share_prompts: bool = opt(True, "turns with identical prompts share one forward/backward of it")
+    sharing: str = opt("prefix", "prefix: samples sharing a token prefix run it once (prefix tree, tree attention "
+                                 "mask) | prompt: only identical prompts | none", choices=("prefix", "prompt", "none"))
+    skip_zero_advantage: bool = opt(True, "leave samples with advantage exactly 0 out of forward/backward where that "
+                                          "is exact (built-in policy loss, no KL in the loss, no entropy bonus)")
     lora: LoraSettings = opt(LoraSettings(), "")
     loss: LossSettings = opt(LossSettings(), "")
     old_logprobs: str = opt("engine", "engine: the rollout engine's log-probs | recompute: the learner's forward "
@@ -158,6 +171,10 @@ class LearnerConfig:
     def from_mapping(cls, values: Mapping[str, Any] | None) -> LearnerConfig:
         """Build from a plain or OmegaConf mapping (the Hydra `learner` group); unknown keys are errors."""
         values = _to_plain(values or {})
+        if "share_prompts" in values:
+            raise ConfigError("learner.share_prompts was replaced by learner.sharing: prefix (shared token prefixes "
+                              "run once, the default) | prompt (identical prompts only; share_prompts=true) | none "
+                              "(share_prompts=false)")
         _reject_unknown("learner", values, cls)
         kwargs = dict(values)
         if "lora" in kwargs:
@@ -181,6 +198,16 @@ class LearnerConfig:
     @property
     def sampling_temperature(self) -> float:
         return 1.0 if self.temperature is None else float(self.temperature)
+
+    def zero_advantage_skippable(self) -> bool:
+        """Whether leaving zero-advantage samples out changes nothing but time: every built-in policy loss is
+        A times a finite factor per token, so such a sample adds exactly 0 to the loss and its gradient, as long as no
+        term without A is in the loss (KL to the reference, entropy bonus). Denominators still count it."""
+        from agentforge.learner.objective.policy import POLICY_LOSSES
+
+        loss = self.loss
+        return (self.skip_zero_advantage and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
+                and not (loss.kl_coef > 0 and loss.kl_in == "loss") and loss.entropy_coef == 0)
 
     def objective_spec(self) -> Any:
         """The loss options resolved (the policy loss's own clip bounds and aggregation where left null)."""
@@ -265,7 +292,7 @@ def _objective_problems(config: LearnerConfig) -> list[str]:
                  "clipped to [1 - eps_low, 1 + eps_high])")
     if loss.agg_mode is not None and loss.agg_mode not in AGG_MODES:
         p.append(f"learner.loss.agg_mode={loss.agg_mode!r} is unknown; use one of {', '.join(AGG_MODES)} (or null: "
-                 "the policy loss's own)")
+                 "token-mean)")
     if loss.kl_estimator not in ESTIMATORS and loss.kl_estimator not in KL_ALIASES:
         p.append(f"learner.loss.kl_estimator={loss.kl_estimator!r} is unknown; use one of {', '.join(ESTIMATORS)} "
                  f"(or verl's {', '.join(KL_ALIASES)})")

@@ -70,6 +70,8 @@ _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Micro-batch metrics averaged over loss tokens (the others are maxima or per-step values).
 TOKEN_MEAN_METRICS = ("loss", "pg_loss", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
                       "clip_fraction_dual", "approx_kl", "logprob_mismatch", "entropy", "kl_ref", "is_weight")
+SKIP_EXACT_METRICS = ("loss", "pg_loss")  # means over every loss token, skipped zero-advantage ones included
+COMPUTED_TOKENS = "_computed_tokens"
 COUNT_PREFIX = "count/"  # raw counts (per-stratum clip counts): summed over micro-batches, steps and ranks
 
 
@@ -159,7 +161,8 @@ def deepspeed_config(config: LearnerConfig, world_size: int) -> dict[str, Any]:
         "zero_optimization": zero,
         "bf16": {"enabled": bf16},
         # fp32 gradient accumulation (and so fp32 master weights and optimizer state) whenever the model is bf16:
-        # 8 bf16-accumulated micro-batches differed from one batch by 1.2 % (tests/integration/test_learner.py)
+        # bf16 accumulation of 8 identical micro-batches was 0.39 % off, fp32's is exact. The 1.2-1.3 % between
+        # packings of one batch remains: bf16 compute, not accumulation (docs/objectives.md "bf16")
         **({"data_types": {"grad_accum_dtype": "fp32"}} if bf16 else {}),
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 1 << 30,
@@ -345,7 +348,11 @@ class DeepSpeedLearnerRank:
         if grad_norm is None:
             norm_value = self.engine.get_global_grad_norm()
             grad_norm = float(norm_value) if norm_value is not None else float("nan")
-        out = {name: value if is_count(name) else value / max(local_tokens, 1) for name, value in sums.items()}
+        # means over the tokens computed; the loss's over all (a skipped zero-advantage token's loss is exactly 0)
+        computed_tokens = sums.pop(COMPUTED_TOKENS)
+        out = {name: value if is_count(name) else
+               value / max(local_tokens if name in SKIP_EXACT_METRICS else computed_tokens, 1)
+               for name, value in sums.items()}
         out.update({
             "grad_norm": grad_norm,
             "lr": lr,
@@ -364,11 +371,18 @@ class DeepSpeedLearnerRank:
         """Forward and backward over every micro-batch of this step (gradients summed, no optimizer step): the
         token-weighted metric sums, the largest |logp - old_logp| and the micro-batch count, or why the step must
         be skipped (gradients already discarded)."""
-        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
         local_tokens = total_loss_tokens(samples)
         local_seqs = sum(1 for s in samples if s.num_loss_tokens > 0)
         bad_input = not sft and not _inputs_finite(samples)
+        computed = samples
+        if not sft and self.config.zero_advantage_skippable():
+            # exact: such a sample adds 0 to the loss and its gradient; the denominators above still count it
+            computed = [s for s in samples if s.advantage != 0.0]
+        sharing = self.config.sharing
+        batches = pack_micro_batches(computed, self.config.micro_batch_tokens, sharing)
         num_batches, any_bad = (int(v) for v in self._all_reduce([len(batches), float(bad_input)], "max"))
+        # at least one pass, so every parameter gets a (zero) gradient and the optimizer steps as it would unskipped
+        num_batches = max(num_batches, 1)
         total_tokens, total_seqs = (int(v) for v in self._all_reduce([float(local_tokens), float(local_seqs)], "sum"))
         if any_bad:
             return "non-finite advantages or old log-probs in the batch"
@@ -383,7 +397,8 @@ class DeepSpeedLearnerRank:
         nonfinite = False
         for k in range(num_batches):
             self.engine.set_gradient_accumulation_boundary(k == num_batches - 1)
-            batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else padding_batch(self.device)
+            batch = collate_packed(computed, batches[k], self.device, sharing) if k < len(batches) else \
+                padding_batch(self.device)
             loss, metrics, logits = self._micro_batch_loss(batch, norm, sft)
             if not torch.isfinite(loss):
                 nonfinite = True  # keep the collectives in step with the other ranks; the update is discarded
@@ -397,6 +412,8 @@ class DeepSpeedLearnerRank:
         if self._all_reduce([float(nonfinite)], "max")[0]:
             self._discard_gradients()
             return "the loss was not finite"
+        sums[COUNT_PREFIX + "skipped_zero_advantage"] = float(len(samples) - len(computed))
+        sums[COMPUTED_TOKENS] = float(total_loss_tokens(computed))
         return sums, mismatch_max, num_batches
 
     def _loss_scale_factor(self) -> float:
@@ -491,14 +508,14 @@ class DeepSpeedLearnerRank:
         temperature: the recomputed old log-probs (`old_logprobs: recompute`), or with `reference=True` the
         reference policy's."""
         samples = list(samples)
-        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.share_prompts)
+        batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.sharing)
         num_batches = int(self._all_reduce([float(len(batches))], "max")[0])
         out = [np.zeros(s.length - s.prompt_len, np.float32) for s in samples]
         self.engine.eval()
         with torch.no_grad():
             for k in range(num_batches):
-                batch = collate_packed(samples, batches[k], self.device) if k < len(batches) else \
-                    padding_batch(self.device)
+                batch = collate_packed(samples, batches[k], self.device, self.config.sharing) \
+                    if k < len(batches) else padding_batch(self.device)
                 if reference:
                     logp = self._reference_logprobs(batch).cpu().numpy()
                 else:

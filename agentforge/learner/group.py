@@ -167,14 +167,14 @@ class Learner:
         return self._train("sft_step", samples, lr)
 
     def _train(self, method: str, samples: Sequence[TurnSample], *extra: Any) -> dict[str, float]:
-        shards = shard_by_tokens(list(samples), self.config.num_ranks, self.config.share_prompts)
+        shards = shard_by_tokens(list(samples), self.config.num_ranks, self.config.sharing)
         return aggregate_rank_metrics(self._call_all(method, per_rank_args=[(s, *extra) for s in shards]))
 
     def compute_logprobs(self, samples: Sequence[TurnSample], reference: bool = False) -> list[np.ndarray]:
         """The learner's log-probs of each sample's response tokens, in the order given (`reference=True`: the
         KL reference policy's)."""
         samples = list(samples)
-        owners = shard_indices_by_tokens(samples, self.config.num_ranks, self.config.share_prompts)
+        owners = shard_indices_by_tokens(samples, self.config.num_ranks, self.config.sharing)
         results = self._call_all("compute_logprobs",
                                  per_rank_args=[([samples[i] for i in o], reference) for o in owners])
         out: list[np.ndarray] = [np.zeros(0)] * len(samples)

@@ -19,7 +19,7 @@ from agentforge.builders import (
     without_name,
 )
 from agentforge.rollout.metrics import rollout_summary
-from agentforge.tasks import TaskSampler
+from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console, rollout_progress
 from agentforge.training.summary import view_hint
 from agentforge.types import Group
@@ -53,10 +53,11 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
     try:
         ctx = build_rollout_context(cfg, engine, pool)
         workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
-        sampler = TaskSampler(cfg.env.name, cfg.rollout.split, cfg.rollout.seed_offset)
+        sampler = task_sampler(str(cfg.env.name), without_name(cfg.env), cfg.rollout.split,
+                               int(cfg.rollout.seed_offset))
         tasks = sampler.sample(cfg.rollout.num_tasks)
         total = len(tasks) * cfg.rollout.group_size
-        with rollout_progress(f"rollout {cfg.env.name}", total) as on_progress:
+        with rollout_progress(f"rollout {cfg.env.name}", total, int(cfg.agent.max_turns)) as on_progress:
             result = workflow.run(ctx, tasks, cfg.rollout.group_size, on_progress)
     finally:
         pool.close()

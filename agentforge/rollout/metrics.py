@@ -11,6 +11,15 @@ def ratio(numerator: float, denominator: float) -> float:
     return float(numerator) / denominator if denominator else 0.0
 
 
+def episode_outcomes(groups: list[Group]) -> dict[str, list[bool]]:
+    """Per task key, whether each played episode won (evolved samples left out): what paired comparisons use."""
+    outcomes: dict[str, list[bool]] = {}
+    for group in groups:
+        played = [bool(t.won) for t in group.trajectories if not t.meta.get("evolved")]
+        outcomes.setdefault(group.task.key, []).extend(played)
+    return outcomes
+
+
 def rollout_summary(groups: list[Group], stats: RolloutStats,
                     workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
     """Success rate, mean return, mean turns, invalid-action rate and throughput of one rollout; plus, when a
@@ -34,6 +43,9 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
                                             for turn in t.turns), turns),
         "forced_turn_rate": ratio(sum(any(turn.forced_mask) for t in trajectories for turn in t.turns), turns),
         "regeneration_rate": ratio(stats.regenerated_turns, stats.turns),
+        # replies cut by max_new_tokens without a valid action: counted here, not as format errors
+        "truncated_turn_rate": ratio(sum(bool(turn.info.get("truncated")) for t in trajectories for turn in t.turns),
+                                     turns),
         "generated_tokens": stats.generated_tokens,
         "generated_tokens_per_s": ratio(stats.generated_tokens, stats.generate_seconds),
         "env_steps": stats.env_steps,
@@ -49,8 +61,28 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
         summary["regenerated_turns"] = stats.regenerated_turns
     if stats.extra_generations:
         summary["extra_generations"] = stats.extra_generations
+    ended = sum(t.meta.get("truncated") == "context_limit" for t in trajectories)
+    if ended or stats.context_limit_ends:  # agent.history=conversation: episodes ended at the context limit
+        summary["context_limit_rate"] = ratio(ended, len(trajectories))
+    summary.update(per_env_summary(trajectories))
     summary.update(workflow_metrics or {})
     return summary
+
+
+def per_env_summary(trajectories: list) -> dict[str, float]:
+    """`<env>/success`, `<env>/mean_return`, `<env>/episodes` per env when the trajectories come from more than one
+    (a mixed-env run, `env=mix`): one env's progress is not hidden in the mean over all."""
+    by_env: dict[str, list] = {}
+    for t in trajectories:
+        by_env.setdefault(t.task.env, []).append(t)
+    if len(by_env) < 2:
+        return {}
+    out: dict[str, float] = {}
+    for env, items in sorted(by_env.items()):
+        out[f"{env}/success"] = ratio(sum(t.won for t in items), len(items))
+        out[f"{env}/mean_return"] = ratio(sum(t.episode_return for t in items), len(items))
+        out[f"{env}/episodes"] = len(items)
+    return out
 
 
 def diversity_summary(groups: list[Group], descriptor_names: list[str]) -> dict[str, float]:

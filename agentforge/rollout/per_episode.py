@@ -86,9 +86,11 @@ class PerEpisodeScheduler:
         by_lane: dict[int, list[_TurnInProgress]] = {}
         for turn in sorted(self.ready, key=lambda t: t.episode.slot):
             by_lane.setdefault(self.lanes.lane_of(turn.episode.slot), []).append(turn)
+        # one lookup per episode, not one per (lane, episode at its env step): O(n) per dispatch, not O(lanes · n)
+        stepping = {self.lanes.lane_of(slot) for slot in self.at_env}
         waiting: list[_TurnInProgress] = []
         for lane, turns in sorted(by_lane.items()):
-            if lane in self.jobs or not self._worth_a_call(lane, turns):
+            if lane in self.jobs or not self._worth_a_call(lane, turns, stepping):
                 waiting.extend(turns)
                 continue
             specs = [self.hooks.turn_intervention(t.episode, self.ctx) for t in turns]
@@ -98,8 +100,9 @@ class PerEpisodeScheduler:
             self.jobs[lane], self.turns[lane] = self.lanes.submit(job), turns
         self.ready = waiting
 
-    def _worth_a_call(self, lane: int, turns: list[_TurnInProgress]) -> bool:
-        if not any(self.lanes.lane_of(slot) == lane for slot in self.at_env):
+    def _worth_a_call(self, lane: int, turns: list[_TurnInProgress], stepping: set[int]) -> bool:
+        """`stepping`: the lanes with an episode at its env step."""
+        if lane not in stepping:
             return True
         return time.monotonic() - min(t.since for t in turns) >= self._patience(lane)
 

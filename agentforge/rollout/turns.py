@@ -60,7 +60,7 @@ def generate_reviewed(hooks: RolloutHooks, ctx: RolloutContext, episodes: Sequen
 
 def parse_turn(ctx: RolloutContext, episode: Episode, completion: Completion) -> tuple[ParsedResponse, str | None]:
     """The parsed response and the action to execute (None: the turn is not executed, only recorded)."""
-    template = ctx.template
+    template = ctx.template_for(episode.trajectory.task.env)
     result = parse_response(completion.text, episode.observation.admissible, template.action_tag,
                             template.require_think)
     executable = result.action is not None and result.admissible
@@ -78,14 +78,24 @@ def version_info(completion: Completion) -> dict[str, Any]:
     return info
 
 
+TRUNCATED = "truncated: the reply reached max_new_tokens"
+
+
 def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], completion: Completion,
                 result: ParsedResponse, outcome: StepResult | None, step: int) -> None:
     """Append the turn to the episode's trajectory and history; move the episode to the env's next observation and
-    end it when the env says so or at `max_turns`."""
+    end it when the env says so or at `max_turns`; in a conversation, build its next prompt (or end it at the
+    context limit).
+
+    A reply cut by max_new_tokens that gives no valid action is recorded as truncated (`info["truncated"]`,
+    `parse_error` says so), not as a format error; it is penalised like any turn the env could not take."""
     env_reward = outcome.reward if outcome is not None else 0.0
     penalty = 0.0 if result.valid else ctx.config.invalid_penalty
-    info: dict[str, Any] = {"executed": outcome is not None, "parse_error": result.error,
+    truncated = completion.finish_reason == "length" and not result.valid
+    info: dict[str, Any] = {"executed": outcome is not None, "parse_error": TRUNCATED if truncated else result.error,
                             "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids, completion.text)}
+    if truncated:
+        info["truncated"] = True
     info.update(version_info(completion))
     if outcome is not None:
         info.update(outcome.info)
@@ -115,3 +125,7 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
             episode.done = True
     if step >= ctx.config.max_turns:
         episode.done = True
+    if ctx.config.conversation and not episode.done:
+        error = "" if outcome is not None else info["parse_error"] or "no action"
+        ctx.extend_conversation(episode, prompt_ids, list(completion.token_ids), len(episode.plan.prefix) + step + 1,
+                                error)

@@ -13,7 +13,8 @@ The data's way through a workflow:
     ──after_episodes──▶ Groups (turns with loss roles, extra spans) ──▶ Algorithm.advantages ─▶ learner
 
 `RolloutContext` bundles what a workflow plays with (engine, env pool, template, agent config, the recipe's
-decoding intervention) and counts every generation, trained or not, in its `RolloutStats`.
+decoding intervention) and counts every generation, trained or not, in its `RolloutStats`. A mixed-env run
+(`env=mix`) gives it one template per env (`templates`): each task is rendered and parsed with its own env's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
-from agentforge.agent.render import AgentConfig, render_turn_prompt
+from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool
@@ -54,6 +55,7 @@ class RolloutStats:
     idle_seconds: float = 0.0  # per-episode scheduling: the driver waited with no turn or env result ready
     overlapped: bool = False  # per-episode scheduling: generate calls and env steps ran at the same time
     generate_calls: int = 0  # engine calls made through `RolloutContext.generate` (batches)
+    context_limit_ends: int = 0  # conversations ended because the next prompt would not fit (agent.history)
 
 
 ProgressCallback = Callable[[int, int, RolloutStats], None]
@@ -69,10 +71,25 @@ class RolloutContext:
     config: AgentConfig
     intervention: InterventionSpec | None = None
     stats: RolloutStats = field(default_factory=RolloutStats)
+    templates: dict[str, PromptTemplate] = field(default_factory=dict)  # env -> its template (env=mix)
 
     @property
     def tokenizer(self) -> Any:
         return self.engine.tokenizer
+
+    def template_for(self, env: str) -> PromptTemplate:
+        """The prompt template of a task's env: its own in a mixed-env run, else the run's."""
+        return self.templates.get(env, self.template)
+
+    @property
+    def prompt_limit(self) -> int:
+        """The longest prompt a turn may have: `agent.max_prompt_tokens`, and room for `max_new_tokens` within the
+        engine's `max_model_len` (when the engine says it)."""
+        limit = int(self.config.max_prompt_tokens)
+        max_len = getattr(self.engine, "max_model_len", None)
+        if isinstance(max_len, int):
+            limit = min(limit, max_len - int(self.config.sampling.max_new_tokens))
+        return limit
 
     def fresh(self) -> RolloutContext:
         """The same parts with zeroed counters: what each workflow run starts from."""
@@ -104,9 +121,30 @@ class RolloutContext:
 
     def render(self, episode: Episode, turn: int) -> list[int]:
         """The prompt ids of the episode's generated turn `turn` (1-based; the env step counts its replayed prefix
-        too): the template, its history window and notes."""
-        return render_turn_prompt(self.template, self.tokenizer, self.config, episode.observation, episode.history,
-                                  len(episode.plan.prefix) + turn, episode.trajectory.task, episode.notes)
+        too): the template, its history window and notes; in a conversation, after its first turn, the prompt
+        `extend_conversation` built from the last one."""
+        if self.config.conversation and episode.next_prompt is not None:
+            return list(episode.next_prompt)
+        return render_turn_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer, self.config,
+                                  episode.observation, episode.history, len(episode.plan.prefix) + turn,
+                                  episode.trajectory.task, episode.notes)
+
+    def extend_conversation(self, episode: Episode, prompt_ids: list[int], response_ids: list[int], step: int,
+                            error: str = "") -> None:
+        """Conversation history: the episode's next prompt = this turn's prompt + its sampled ids + the env's reply.
+        When it would pass `prompt_limit` the episode ends here as truncated (`meta["truncated"]`, counted in
+        `RolloutStats.context_limit_ends`): the stated policy, rather than cutting the conversation. `step`: the
+        env step of the next turn (1-based)."""
+        ids = conversation_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer, prompt_ids,
+                                  response_ids, episode.observation, episode.history, step, error)
+        if len(ids) > self.prompt_limit:
+            episode.done = True
+            episode.next_prompt = None
+            episode.trajectory.meta["truncated"] = "context_limit"
+            episode.trajectory.meta["next_prompt_tokens"] = len(ids)
+            self.stats.context_limit_ends += 1
+            return
+        episode.next_prompt = ids
 
 
 @dataclass(frozen=True)
@@ -132,6 +170,7 @@ class Episode:
     history: list[HistoryEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     done: bool = False
+    next_prompt: list[int] | None = None  # agent.history=conversation: the next turn's prompt, built at record time
 
 
 @dataclass

@@ -31,7 +31,12 @@ def _plain(value: Any) -> Any:
 
 
 def suggestion(key: str, valid: Sequence[str]) -> str:
+    """The nearest valid key: a spelling neighbour, else the one key that `key` abbreviates (`async` ->
+    `asynchronous`, too short for difflib's ratio)."""
     close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    if not close and len(key) >= 3:
+        close = [k for k in valid if k.startswith(key)]
+        close = close if len(close) == 1 else []
     return f"did you mean {close[0]!r}? " if close else ""
 
 

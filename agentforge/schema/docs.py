@@ -130,8 +130,8 @@ def reference_markdown() -> str:
 
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
-                 "env": "sokoban, webshop, search_qa, scienceworld, alfworld, alfworld_intervention, agent, gym, gem, "
-                        "textarena, reasoning_gym",
+                 "env": "sokoban, webshop, search_qa, scienceworld, alfworld, alfworld_intervention, agent, mix, gym, "
+                        "gem, textarena, reasoning_gym",
                  "algorithm": "grpo, gigpo, tjpo, strata, t2po, trajevolve, dr_grpo (GRPO preset)",
                  "agent": "default", "learner": "deepspeed", "logger": "console"}
 README_BLOCKS = ("config-groups", "objective")

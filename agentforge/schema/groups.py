@@ -63,9 +63,10 @@ class VLLMEngineOwn:
     max_num_seqs: int = opt(256, "sequences decoded at once", ge=1)
     max_num_batched_tokens: int = opt(4096, "tokens per engine step (raised to max_model_len if lower)", ge=1)
     enable_prefix_caching: bool = opt(True, "reuse the KV of shared prompt prefixes")
-    block_size: int | None = opt(None, "tokens per KV-cache block; null: vLLM's (128 on CPU, 16 on GPU). The prefix "
-                                       "cache reuses whole blocks only: smaller ones reuse more of a grown prompt "
-                                       "(interrupt_tokens' continuations, later turns); CPU needs a multiple of 32",
+    block_size: int | None = opt(None, "tokens per KV-cache block; null: 32 on CPU (vLLM's 128 rolled out 1.13-1.20x "
+                                       "slower), vLLM's 16 on GPU. The prefix cache reuses whole blocks only: "
+                                       "smaller ones reuse more of a grown prompt (interrupt_tokens' continuations, "
+                                       "later turns); CPU needs a multiple of 32",
                                  ge=1)
     enable_sleep_mode: bool = opt(False, "GPU: free KV cache and weights between rollouts (sleep/wake)")
     logprobs_mode: str = opt("auto", "auto: processed_logprobs when training samples at temperature != 1, else "
@@ -109,7 +110,11 @@ class SamplingSchema:
 @dataclass
 class AgentSchema:
     max_turns: int = opt(10, "turns before an episode ends unpaid", ge=1)
-    history_length: int = opt(2, "past (observation, action) pairs shown in each prompt", ge=0)
+    history: str = opt("window", "window (each prompt shows the last history_length steps) | conversation (each "
+                                 "prompt extends the last one: its prompt, the sampled ids and the env's reply; "
+                                 "ends an episode as truncated when it would pass the prompt budget)",
+                       choices=("window", "conversation"))
+    history_length: int = opt(2, "past (observation, action) pairs shown in each prompt (history=window)", ge=0)
     invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
                                  ge=0)
     execute_relaxed: bool = opt(True, "act on actions found outside the <action> tag (the turn stays invalid)")
@@ -150,6 +155,8 @@ class TrainerSchema:
     eval_tasks: int = opt(8, "held-out eval seeds", ge=1)
     eval_group_size: int = opt(1, "rollouts per eval task", ge=1)
     eval_temperature: float = opt(0.4, "eval sampling temperature", ge=0)
+    eval_floor: bool = opt(True, "add the random floor (a uniformly random admissible action on the eval tasks) "
+                           "to the summary and a paired verdict against it")
     checkpoint_every: int = opt(5, "iterations between checkpoints (0: none)", ge=0)
     keep_checkpoints: int = opt(2, "checkpoints kept (the oldest are deleted)", ge=1)
     log_samples: int = opt(2, "trajectories per iteration written to samples.jsonl", ge=0)
@@ -251,3 +258,6 @@ class TopLevelSchema:
     resume: bool | str = opt(False, "true: the newest run with checkpoints; a run dir; auto: this run dir's own")
     run_dir: str = opt("", "the run's folder (Hydra's output dir)")
     checkpoint: str | None = opt(None, "`agentforge eval`: a train run dir, a checkpoint dir or an HF model dir")
+    compare: str | None = opt(None, "`agentforge eval`: a second policy (run/checkpoint/model dir, or `base`: the "
+                              "recipe's model as shipped) played on the same tasks and seeds; adds its row and the "
+                              "paired difference in success")

@@ -49,17 +49,18 @@ def _first_values(overrides: Sequence[str]) -> list[str]:
     return out
 
 
-def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, list[str]]:
-    """Whether `dotted` is a key of cfg; else the deepest existing parent and its keys."""
+def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, str, list[str]]:
+    """Whether `dotted` is a key of cfg; else the deepest existing parent, the first part missing from it (not
+    always the leaf: `trainer.async.max_staleness` misses `async`) and the parent's keys."""
     node: Any = cfg
     parts = dotted.split(".")
     for i, part in enumerate(parts):
         if not OmegaConf.is_dict(node) or part not in node:
             parent = ".".join(parts[:i]) or "config"
             keys = list(node.keys()) if OmegaConf.is_dict(node) else []
-            return False, parent, [str(k) for k in keys]
+            return False, parent, part, [str(k) for k in keys]
         node = node._get_node(part)  # not node[part]: that resolves interpolations (run_dir's ${hydra:...})
-    return True, "", []
+    return True, "", "", []
 
 
 def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig | None]:
@@ -89,12 +90,12 @@ def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig |
         if key.startswith("+") or key.startswith("~"):
             kept.append(text)
             continue
-        found, parent, keys = _exists(base, key)
+        found, parent, missing, keys = _exists(base, key)
         if found:
             kept.append(text)
             continue
-        leaf = key.rsplit(".", 1)[-1]
-        problems.append(f"{key}: unknown key; {suggestion(leaf, keys)}{valid_keys(parent, keys)}")
+        where = "" if missing == key.rsplit(".", 1)[-1] else f" ({parent} has no {missing!r})"
+        problems.append(f"{key}: unknown key{where}; {suggestion(missing, keys)}{valid_keys(parent, keys)}")
     try:
         cfg = _compose(groups + kept)
     except Exception as error:

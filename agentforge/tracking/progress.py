@@ -1,6 +1,10 @@
 """Progress for long work (rollouts, training iterations): rich bars with rates in a terminal, and plain lines when
 the output goes to a file (CI, Slurm logs), where live bars show nothing until the end.
 
+Rollout lines show turns played, env steps taken, turns/s and tokens/s over the phase's wall time, and an ETA
+bounded by the turn budget (every unfinished episode may play up to `agent.max_turns`): `ETA ≤ 1:52:10` is the
+most the phase can still take at the rate measured so far (episodes that end early make it shorter).
+
 Either way a status line is guaranteed at least every `AGENTFORGE_PROGRESS_SECONDS` (default 30) while work runs:
 a heartbeat thread repeats the current phase (rollout k/n episodes, learner update, warm start, ...) with its elapsed
 time, so a long learner step on a slow CPU never looks like a hang.
@@ -11,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -22,8 +26,6 @@ from agentforge.rollout.workflow import ProgressCallback, RolloutStats
 console = Console(stderr=True)
 if not console.is_terminal:  # a log file: lines as wide as a table needs, not a terminal's default 80 columns
     console = Console(stderr=True, width=140)
-
-_ROLLOUT_FIELDS = "{task.fields[turns]} turns · {task.fields[tok_s]:.0f} tok/s · {task.fields[env_s]:.0f} steps/s"
 
 
 def heartbeat_seconds() -> float:
@@ -36,14 +38,40 @@ def live_bars() -> bool:
     return mode == "bars" or (mode == "auto" and console.is_terminal)
 
 
-def rollout_rates(stats: RolloutStats) -> str:
+def _rate(value: float) -> str:
+    """A rate with the digits it needs: 0.35, 2.4, 180 (a slow phase must not read as 0)."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
+
+
+def remaining_turns(finished: int, total: int, turns: int, max_turns: int) -> int:
+    """The most turns a rollout of `total` episodes can still play: each unfinished episode up to `max_turns`,
+    less what unfinished episodes already played (at least `turns` minus the finished ones' at most max_turns)."""
+    unfinished = max(0, total - finished)
+    played_by_unfinished = max(0, turns - finished * max_turns)
+    return max(0, unfinished * max_turns - played_by_unfinished)
+
+
+def rollout_rates(stats: RolloutStats, elapsed: float | None = None, finished: int = 0, total: int = 0,
+                  max_turns: int | None = None) -> str:
+    """`N turns · M env steps · x turns/s · y tok/s · ETA ≤ h:mm:ss`; rates over `elapsed` wall seconds (the
+    phase's), env steps as a count (a phase whose turns hold no valid action takes none: no misleading 0 steps/s)."""
     tok_s = stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0
-    env_s = stats.env_steps / stats.env_seconds if stats.env_seconds else 0.0
-    return f"{stats.turns} turns · {tok_s:.0f} tok/s · {env_s:.0f} steps/s"
+    parts = [f"{stats.turns} turns", f"{stats.env_steps} env steps"]
+    if elapsed and elapsed > 0 and stats.turns:
+        turn_s = stats.turns / elapsed
+        parts.append(f"{_rate(turn_s)} turns/s")
+    parts.append(f"{tok_s:.0f} tok/s")
+    if elapsed and elapsed > 0 and stats.turns and max_turns and total and finished < total:
+        left = remaining_turns(finished, total, stats.turns, max_turns)
+        parts.append(f"ETA ≤ {_clock(left / (stats.turns / elapsed))}")
+    return " · ".join(parts)
 
 
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
+    if minutes >= 60:
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours}:{minutes:02d}:{secs:02d}"
     return f"{minutes}:{secs:02d}"
 
 
@@ -55,7 +83,7 @@ class Heartbeat:
         self.label = label
         self.interval = heartbeat_seconds() if interval is None else interval
         self.enabled = enabled and self.interval > 0
-        self.status = "starting"
+        self.status: str | Callable[[], str] = "starting"
         self.started = time.monotonic()
         self._last = 0.0
         self._stop = threading.Event()
@@ -73,16 +101,20 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
-    def set(self, status: str, announce: bool = False) -> None:
-        """New status; `announce` prints it now (a phase change worth a line of its own)."""
+    def set(self, status: str | Callable[[], str], announce: bool = False) -> None:
+        """New status; a callable is evaluated at every line (a rollout's live counters and rates, so a beat between
+        two progress callbacks is current); `announce` prints it now (a phase change worth a line of its own)."""
         self.status = status
         if announce:
             self.line()
 
+    def text(self) -> str:
+        return self.status() if callable(self.status) else self.status
+
     def line(self) -> None:
         if self.enabled:
             self._last = time.monotonic()
-            console.print(f"[{self.label}] {self.status} · {_clock(self._last - self.started)} elapsed",
+            console.print(f"[{self.label}] {self.text()} · {_clock(self._last - self.started)} elapsed",
                           highlight=False, markup=False, soft_wrap=True)
 
     def _beat(self) -> None:
@@ -92,13 +124,18 @@ class Heartbeat:
 
 
 @contextmanager
-def rollout_progress(description: str, total: int) -> Iterator[ProgressCallback]:
-    """Finished episodes out of `total` with turns, generated tokens/s and env steps/s: a bar in a terminal, a line
-    every `AGENTFORGE_PROGRESS_SECONDS` in a file."""
+def rollout_progress(description: str, total: int, max_turns: int | None = None) -> Iterator[ProgressCallback]:
+    """Finished episodes out of `total` with turns, env steps, rates and the turn budget's ETA (`max_turns` per
+    episode): a bar in a terminal, a line every `AGENTFORGE_PROGRESS_SECONDS` in a file."""
+    started = time.monotonic()
     if not live_bars():
         with Heartbeat(description) as beat:
             def update(finished: int, total_: int, stats: RolloutStats) -> None:
-                beat.set(f"{finished}/{total_} episodes · {rollout_rates(stats)}")
+                def status() -> str:  # stats is the workflow's live counter object
+                    rates = rollout_rates(stats, time.monotonic() - started, finished, total_, max_turns)
+                    return f"{finished}/{total_} episodes · {rates}"
+
+                beat.set(status)
 
             beat.set(f"0/{total} episodes", announce=True)
             yield update
@@ -106,15 +143,14 @@ def rollout_progress(description: str, total: int) -> Iterator[ProgressCallback]
         return
     progress = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("episodes · " + _ROLLOUT_FIELDS), TimeElapsedColumn(), console=console,
+        TextColumn("episodes · {task.fields[info]}"), TimeElapsedColumn(), console=console,
     )
     with progress:
-        task = progress.add_task(description, total=total, turns=0, tok_s=0.0, env_s=0.0)
+        task = progress.add_task(description, total=total, info="")
 
         def update_bar(finished: int, total_: int, stats: RolloutStats) -> None:
-            tok_s = stats.generated_tokens / stats.generate_seconds if stats.generate_seconds else 0.0
-            env_s = stats.env_steps / stats.env_seconds if stats.env_seconds else 0.0
-            progress.update(task, completed=finished, total=total_, turns=stats.turns, tok_s=tok_s, env_s=env_s)
+            info = rollout_rates(stats, time.monotonic() - started, finished, total_, max_turns)
+            progress.update(task, completed=finished, total=total_, info=info)
 
         yield update_bar
 
@@ -123,8 +159,8 @@ class TrainProgress:
     """Iterations (with reward, success, loss, step time) and the current phase: two rich bars in a terminal; in a
     file, a line per phase change and per iteration plus the heartbeat."""
 
-    def __init__(self, total_iterations: int, start: int) -> None:
-        self.total = total_iterations
+    def __init__(self, total_iterations: int, start: int, max_turns: int | None = None) -> None:
+        self.total, self.max_turns = total_iterations, max_turns
         self.done = start
         self._first, self._since = start, time.monotonic()  # for the ETA: this process's iterations, wall clock
         self.bars = live_bars()
@@ -159,11 +195,19 @@ class TrainProgress:
         if self.bars:
             self.progress.reset(self.rollout, total=1, visible=True, description=f"  {label}", info="")
 
+        started = time.monotonic()
+
         def update(finished: int, total: int, stats: RolloutStats) -> None:
-            self.heartbeat.set(f"{self._where()} · {label} {finished}/{total} episodes · {rollout_rates(stats)}")
+            where = self._where()
+
+            def status() -> str:  # stats is the workflow's live counter object
+                rates = rollout_rates(stats, time.monotonic() - started, finished, total, self.max_turns)
+                return f"{where} · {label} {finished}/{total} episodes · {rates}"
+
+            self.heartbeat.set(status)
             if self.bars:
-                self.progress.update(self.rollout, completed=finished, total=total,
-                                     info=f"episodes · {rollout_rates(stats)}")
+                rates = rollout_rates(stats, time.monotonic() - started, finished, total, self.max_turns)
+                self.progress.update(self.rollout, completed=finished, total=total, info=f"episodes · {rates}")
 
         return update
 

@@ -3,17 +3,20 @@
 A producer thread plays batch after batch (one batch = one iteration's groups) on the engine replicas while the
 learner trains on earlier batches. Each weight push reaches the replicas between their generate calls (so also in
 the middle of an episode: partial rollouts), and every turn records the version that sampled it
-(`turn.info["policy_version"]`, made absolute here: the number of updates behind those weights). With
+(`turn.info["policy_version"]`, made absolute here: the learner's weight version, one per push of new weights; an
+update the learner refuses pushes nothing and makes no version, `training/updates.py`). With
 `engine.interrupt_tokens` a push also lands inside a generate call (`engines/replicas/interruptible.py`); a turn that
 spans versions lists them (`policy_version_switches`) and counts as its oldest for the bound.
 
-The bound (AReaL's): batch b may start only once the learner has finished update b − k, so every turn of batch b
-was sampled by version ≥ b − k and is trained by version b: at most k versions old. A group holding a turn older
-than that (only possible after a fault) is dropped and counted, never trained silently.
+The bound (AReaL's): batch b (0-based) may start only once the learner has finished b − k iterations, so at most k
+pushes (one per iteration at most) separate the weights that sampled any turn of batch b from those that train it: at
+most k versions old, refused updates or not. A group holding a turn older than that (only possible after a fault) is
+dropped and counted, never trained silently.
 
 Evaluation and checkpoints pause the producer between batches (`paused()`); a checkpoint keeps the batches played
 and not yet trained, so a resumed run loses no complete group and trains each of them at the version it would have
-(the bound holds across a resume).
+(the bound holds across a resume). Resumed with `max_staleness: 0`, the kept batches are still trained first, with a
+warning naming them: their tasks were drawn already, and playing new ones instead would skip those for good.
 """
 
 from __future__ import annotations
@@ -48,14 +51,14 @@ class RolloutProducer:
     """Plays batches `first`, `first + 1`, ... in a thread, at most `max_staleness` ahead of the learner.
 
     `play(iteration)` is the trainer's own rollout of one iteration; `to_absolute(version)` turns an engine's push
-    counter into the learner version (updates done) that sampled a turn.
+    counter into the learner's weight version that sampled a turn.
     """
 
     def __init__(self, play: Callable[[int], tuple[Any, list[Group], dict[str, float]]], first: int, last: int,
                  max_staleness: int, to_absolute: Callable[[int], int],
                  pending: list[PlayedBatch] | None = None) -> None:
         self._play, self.last, self.k, self.to_absolute = play, last, int(max_staleness), to_absolute
-        self.trained = first  # updates done (the learner version)
+        self.trained = first  # iterations the learner has finished (updated or refused): what gates the next batch
         self.ready: dict[int, PlayedBatch] = {b.iteration: b for b in pending or []}
         self.next = max([first - 1, *self.ready]) + 1  # the next batch to play
         self._cond = threading.Condition()
@@ -119,10 +122,11 @@ class RolloutProducer:
                                       f"{type(self._error).__name__}: {self._error}") from self._error
             return self.ready.pop(iteration), time.perf_counter() - started
 
-    def updated(self, version: int) -> None:
-        """The learner finished update `version` (and pushed it): batches up to `version + k` may start."""
+    def updated(self, iterations: int) -> None:
+        """The learner finished `iterations` iterations (each pushed its update or refused it): batches up to
+        `iterations + k` may start."""
         with self._cond:
-            self.trained = version
+            self.trained = iterations
             self._cond.notify_all()
 
     @contextlib.contextmanager
@@ -158,6 +162,12 @@ def token_lags(turn: Any, version: int) -> list[int]:
     for at, sampled_by in turn.info.get("learner_version_switches") or []:
         lags[int(at):] = [version - int(sampled_by)] * (n - int(at))
     return lags
+
+
+def oldest_lag(groups: list[Group], version: int) -> int:
+    """The largest version lag of any turn of `groups` against learner `version` (0 for none)."""
+    return max([version - int(turn.info.get("learner_version", version)) for group in groups
+                for trajectory in group.trajectories for turn in trajectory.turns] + [0])
 
 
 def staleness(groups: list[Group], version: int, max_staleness: int) -> tuple[list[Group], dict[str, float]]:

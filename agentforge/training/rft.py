@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner
 from agentforge.rollout.workflow import ProgressCallback, RolloutContext, RolloutWorkflow
-from agentforge.tasks import TaskSampler
+from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console
 from agentforge.types import Trajectory
 
@@ -67,7 +67,10 @@ def rft_dataset(cfg: DictConfig, ctx: RolloutContext, workflow: RolloutWorkflow,
     """Roll out `rft.num_tasks` train tasks × `rft.group_size` with the current weights and filter them."""
     rft = cfg.rft
     check_rft_config(rft)
-    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(rft.seed_offset)).sample(int(rft.num_tasks))
+    from agentforge.builders import without_name
+
+    tasks = task_sampler(str(cfg.env.name), without_name(cfg.env), "train", int(rft.seed_offset)).sample(
+        int(rft.num_tasks))
     if rft.get("temperature") is not None:
         ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(rft.temperature)))
     started = time.perf_counter()

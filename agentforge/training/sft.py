@@ -17,7 +17,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
-from agentforge.agent.render import AgentConfig, render_turn_prompt
+from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
 from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
 from agentforge.envs.agent import AGENT_ENV
 from agentforge.envs.base import make_env
@@ -25,7 +25,7 @@ from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.registry import Registry
-from agentforge.tasks import TaskSampler
+from agentforge.tasks import task_sampler
 from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
@@ -84,13 +84,14 @@ def reasoning_gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] |
     return expert_actions(task, env_options)
 
 
-def expert_response(action: str) -> str:
+def expert_response(action: str, thought: str | None = None) -> str:
     """The expert's turn text: a short, predictable thought and the action, in the strict format.
 
     Kept short on purpose: the warm start is there to teach the format and the moves; a thought the model cannot
-    predict (e.g. how many steps remain) only adds loss it cannot reduce.
+    predict (e.g. how many steps remain) only adds loss it cannot reduce. An env may say what its expert looks at
+    (`expert_thought(action)`, e.g. Sokoban's box and target positions): still predictable from the prompt.
     """
-    return f"<think>Next move: {action}.</think><action>{action}</action>"
+    return f"<think>{thought or f'Next move: {action}.'}</think><action>{action}</action>"
 
 
 def expert_trajectory(
@@ -102,8 +103,14 @@ def expert_trajectory(
     observation = env.reset(task)
     history: list[HistoryEntry] = []
     for step, action in enumerate(actions, start=1):
-        prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
-        text = expert_response(action)
+        if agent.conversation and trajectory.turns:  # the conversation so far, extended as rollouts extend it
+            last = trajectory.turns[-1]
+            prompt_ids = conversation_prompt(template, tokenizer, last.prompt_ids, last.response_ids, observation,
+                                             history, step)
+        else:
+            prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
+        thought = env.expert_thought(action) if hasattr(env, "expert_thought") else None
+        text = expert_response(action, thought)
         response_ids = tokenizer.encode(text, add_special_tokens=False) + [eos]
         result = env.step(action)
         trajectory.turns.append(Turn(
@@ -121,23 +128,34 @@ def expert_trajectory(
 
 
 def expert_trajectories(cfg: DictConfig, tokenizer: Any, tasks: list[Task]) -> list[Trajectory]:
-    """Solved, winning expert trajectories that fit in agent.max_turns (others are skipped)."""
-    env_options = without_name(cfg.env)
-    expert = EXPERTS.get(cfg.env.name)
+    """Solved, winning expert trajectories that fit in agent.max_turns (others are skipped); for env=mix each task
+    is played by its member env's expert, in its template."""
     agent = build_agent_config(cfg)
-    template = prompt_for(cfg.env.name)
-    env = make_env(cfg.env.name, env_options)
     out = []
-    try:
-        for task in tasks:
-            actions = expert(task, env_options)
-            if actions and len(actions) <= agent.max_turns:
-                trajectory = expert_trajectory(task, actions, env, template, tokenizer, agent)
-                if trajectory.won:
-                    out.append(trajectory)
-    finally:
-        env.close()
+    for name, env_options in env_members(cfg).items():
+        expert = EXPERTS.get(name)
+        template = prompt_for(name)
+        env = make_env(name, env_options)
+        try:
+            for task in (t for t in tasks if t.env == name):
+                actions = expert(task, env_options)
+                if actions and len(actions) <= agent.max_turns:
+                    trajectory = expert_trajectory(task, actions, env, template, tokenizer, agent)
+                    if trajectory.won:
+                        out.append(trajectory)
+        finally:
+            env.close()
     return out
+
+
+def env_members(cfg: DictConfig) -> dict[str, dict[str, Any]]:
+    """env -> its options: the run's env, or each member of env=mix."""
+    options = without_name(cfg.env)
+    if str(cfg.env.name) != "mix":
+        return {str(cfg.env.name): options}
+    from agentforge.tasks import mix_members
+
+    return {name: member for name, (_, member) in mix_members(options.get("envs")).items()}
 
 
 def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], out_dir: Path) -> Path:
@@ -156,7 +174,8 @@ def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], ou
 
 def expert_dataset(cfg: DictConfig, tokenizer: Any) -> list[Trajectory]:
     """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset`."""
-    tasks = TaskSampler(cfg.env.name, "train", seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
+    tasks = task_sampler(str(cfg.env.name), without_name(cfg.env), "train",
+                         seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
     if cfg.env.name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
         from agentforge.gateway.warm_start import expert_conversations
 

@@ -2,37 +2,34 @@
 
 Why intervals: an eval of n episodes measures a rate only to about ±1/√n (16 episodes: ±25 points), so a change
 between two evals means something only when it is larger than their noise. Rates get Wilson score intervals
-(well-behaved at 0 and 1, unlike ±2σ); two rows differ beyond noise when their intervals do not overlap.
+(well-behaved at 0 and 1, unlike ±2σ). Two evals of one run play the same held-out tasks with the same sampling
+seeds, so the verdict between them is *paired* (agentforge/evaluation/stats.py: exact McNemar with one episode per
+task, a task bootstrap with several): the difference in success with its own 95 % interval, beyond noise when
+that interval excludes zero. The floor row (a uniformly random admissible action on the same tasks) says how much
+of a rate is the task being easy.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
 
-Z95 = 1.959964
+from agentforge.evaluation.stats import Z95, PairedDifference, paired_difference, wilson_interval
+
+__all__ = ["Z95", "wilson_interval", "eval_row", "floor_row", "summary_table", "verdict", "paired_verdict",
+           "run_verdicts", "view_hint"]
 
 EXPLANATION = (
     "success: episodes that reached the goal (Sokoban: every box on a target). valid format: turns written as "
     "<think>…</think><action>…</action> with an admissible action. Success can be non-zero while no turn is valid: "
     "the relaxed parser still executes a move it finds in free text (and the turn is penalised as invalid). "
-    "[a, b]: 95 % interval (Wilson) over the eval's episodes or turns; two rows differ beyond noise when their "
-    "intervals do not overlap."
+    "[a, b]: 95 % interval (Wilson) over the eval's episodes or turns. random floor: a uniformly random "
+    "admissible action on the same tasks. The verdicts below compare two rows paired task by task (same tasks, "
+    "same sampling seeds): beyond noise when the difference's 95 % interval excludes zero."
 )
-
-
-def wilson_interval(successes: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial rate; (0, 1) when there is no observation."""
-    if n <= 0:
-        return 0.0, 1.0
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def eval_row(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +46,16 @@ def eval_row(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def floor_row(outcomes: Mapping[str, Sequence[bool]]) -> dict[str, Any]:
+    """The random-admissible-action floor as a table row (no format: it writes no text)."""
+    played = [won for episodes in outcomes.values() for won in episodes]
+    n = len(played)
+    rate = sum(played) / n if n else 0.0
+    return {"name": "random floor", "episodes": n, "turns": 0, "success": rate,
+            "success_interval": wilson_interval(sum(played), n), "valid_format": None,
+            "valid_format_interval": None, "mean_return": None}
+
+
 def beyond_noise(first: dict[str, Any], last: dict[str, Any], key: str) -> bool:
     """True when the two rows' 95 % intervals for `key` do not overlap."""
     (a_lo, a_hi), (b_lo, b_hi) = first[f"{key}_interval"], last[f"{key}_interval"]
@@ -61,19 +68,52 @@ def summary_table(rows: list[dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if not column else "right")
     for row in rows:
         s_lo, s_hi = row["success_interval"]
-        v_lo, v_hi = row["valid_format_interval"]
+        valid = "–"
+        if row.get("valid_format") is not None:
+            v_lo, v_hi = row["valid_format_interval"]
+            valid = f"{row['valid_format']:.1%} [{v_lo:.0%}, {v_hi:.0%}]"
+        mean_return = "–" if row.get("mean_return") is None else f"{row['mean_return']:+.2f}"
         table.add_row(row["name"], str(row["episodes"]), f"{row['success']:.1%} [{s_lo:.0%}, {s_hi:.0%}]",
-                      f"{row['valid_format']:.1%} [{v_lo:.0%}, {v_hi:.0%}]", f"{row['mean_return']:+.2f}")
+                      valid, mean_return)
     return table
 
 
 def verdict(first: dict[str, Any], last: dict[str, Any]) -> str:
-    """One sentence per rate: did it change beyond the eval's noise between the first and the last row?"""
-    parts = []
-    for key, label in (("success", "success"), ("valid_format", "valid-format turns")):
-        change = "changed beyond noise" if beyond_noise(first, last, key) else "changed within noise"
-        parts.append(f"{label} {first[key]:.1%} → {last[key]:.1%}: {change}")
-    return f"{first['name']} → {last['name']}: " + "; ".join(parts)
+    """Valid-format turns between two rows, beyond noise when their Wilson intervals do not overlap (turns of one
+    episode are not paired across evals; success gets the paired verdict instead)."""
+    change = "changed beyond noise" if beyond_noise(first, last, "valid_format") else "changed within noise"
+    return (f"{first['name']} → {last['name']}: valid-format turns {first['valid_format']:.1%} → "
+            f"{last['valid_format']:.1%}: {change}")
+
+
+def paired_verdict(before_name: str, after_name: str, before: Mapping[str, Sequence[bool]],
+                   after: Mapping[str, Sequence[bool]]) -> dict[str, Any] | None:
+    """The paired success verdict between two evals of the same tasks as a record (None: no common task)."""
+    try:
+        difference: PairedDifference = paired_difference(before, after)
+    except ValueError:
+        return None
+    return {**difference.to_json(), "from": before_name, "to": after_name, "metric": "success",
+            "text": f"{before_name} → {after_name}: success {difference.describe()}"}
+
+
+def run_verdicts(named_outcomes: list[tuple[str, Mapping[str, Sequence[bool]]]],
+                 floor: Mapping[str, Sequence[bool]] | None = None) -> list[dict[str, Any]]:
+    """A run's paired verdicts: the model as given → the end, the start of RL (after a warm start) → the end, and the
+    end against the random floor; `named_outcomes` in eval order, the model as given first when there is one."""
+    if not named_outcomes:
+        return []
+    records = []
+    last_name, last = named_outcomes[-1]
+    for name, outcomes in named_outcomes[:-1][:2]:
+        record = paired_verdict(name, last_name, outcomes, last)
+        if record is not None:
+            records.append(record)
+    if floor:
+        record = paired_verdict("random floor", last_name, floor, last)
+        if record is not None:
+            records.append(record)
+    return records
 
 
 def view_hint(run_dir: Any) -> str:

@@ -28,6 +28,7 @@ from agentforge.builders import (
     build_workflow,
     plain,
     prepare_run_dir,
+    without_name,
 )
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
@@ -36,8 +37,8 @@ from agentforge.learner import Learner
 from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.learner.memory import check_memory_fit
 from agentforge.reliability.reaper import start_reaper
-from agentforge.rollout.metrics import diversity_summary, rollout_summary
-from agentforge.tasks import TaskSampler
+from agentforge.rollout.metrics import diversity_summary, episode_outcomes, rollout_summary
+from agentforge.tasks import held_out_tasks, task_sampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
@@ -47,6 +48,7 @@ from agentforge.training.asynchronous import (
     lag_clip_fractions,
     lag_metrics,
     mark_lags,
+    oldest_lag,
     staleness,
 )
 from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
@@ -61,7 +63,8 @@ from agentforge.training.dynamic_sampling import DynamicSampling, play_with_sign
 from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.preflight import preflight
-from agentforge.training.summary import eval_row, summary_table, verdict, view_hint
+from agentforge.training.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
+from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
@@ -133,12 +136,15 @@ class Trainer:
             self.engine.weight_source = lambda: self.learner.export_weights(only_changed=True, copy=False)
         # colocated replicas (or an engine with sleep mode) give their memory to the learner during the update
         self.engine_sleeps = bool(cfg.engine.get("colocate", False) or cfg.engine.get("enable_sleep_mode", False))
-        self.sampler = TaskSampler(cfg.env.name, "train", int(self.tcfg.seed_offset))
-        self.eval_tasks = TaskSampler(cfg.env.name, "eval").sample(int(self.tcfg.eval_tasks))
+        env_options = without_name(cfg.env)
+        self.sampler = task_sampler(str(cfg.env.name), env_options, "train", int(self.tcfg.seed_offset))
+        self.eval_tasks = held_out_tasks(str(cfg.env.name), env_options, int(self.tcfg.eval_tasks))
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
         self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
         self.start_iteration = 0
         self.history: dict[str, dict[str, float]] = {}
+        self.eval_outcomes: dict[str, dict[str, list[bool]]] = {}  # per eval, per task: won? (paired verdicts)
+        self.clock = {"train_seconds": 0.0, "episodes": 0}  # time-to-success: training time (no eval), episodes
         self.max_staleness = max_staleness(cfg)  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
         if self.max_staleness and learner_cfg.old_logprobs == "engine":
             console.print("[yellow]asynchronous training with learner.old_logprobs=engine clips around the stale "
@@ -146,6 +152,7 @@ class Trainer:
                           "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
         self.producer: RolloutProducer | None = None
         self._pending: list[PlayedBatch] = []  # played, not yet trained (from a checkpoint)
+        self.updates = UpdateLedger()  # weight versions (one per push) and the iterations that trained nothing
 
     # ------------------------------------------------------------------------------------------------ resume
     def _restore(self) -> None:
@@ -165,12 +172,18 @@ class Trainer:
         state = checkpoint.trainer_state
         self.sampler.load_state_dict(state["sampler"])
         self.history = state.get("history", {})
+        self.eval_outcomes = state.get("eval_outcomes", {})
+        self.clock.update(state.get("clock", {}))
         if self.kl_penalty is not None:
             self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
         self._pending = checkpoint.pending_rollouts
+        self.updates.load_state_dict(state, checkpoint.iteration)
         set_rng_state(checkpoint.rng)
         self.start_iteration = checkpoint.iteration
+        continue_from = getattr(self.engine, "continue_from", None)  # replicas: engine/version goes on, not from 1
+        if continue_from is not None and state.get("engine_version") is not None:
+            continue_from(int(state["engine_version"]))
         self._sync_weights()
         self.tracker.truncate_after(checkpoint.iteration)
         console.print(f"resumed from {checkpoint.path} (iteration {checkpoint.iteration})")
@@ -200,14 +213,24 @@ class Trainer:
 
     def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
         """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
+        started = time.perf_counter()
         self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
         callback = progress.rollout_callback("eval") if progress else None
         result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, int(self.tcfg.eval_group_size), callback)
         groups = result.groups
         summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
+        summary.update(self._clock_metrics())
+        summary["time/eval"] = time.perf_counter() - started
         self.history[str(iteration)] = summary
+        self.eval_outcomes[str(iteration)] = episode_outcomes(groups)
         return summary
+
+    def _clock_metrics(self) -> dict[str, float]:
+        """Where the run stands in training time (rollout, update, sync and warm start; evals not counted) and in
+        episodes played for training: the x axes of time-to-success."""
+        return {"time/train_elapsed": round(self.clock["train_seconds"], 3),
+                "train/episodes_total": float(self.clock["episodes"])}
 
     def play(self, iteration: int, progress: TrainProgress | None = None) -> tuple[Any, list[Group], dict[str, float]]:
         """The iteration's groups: one batch of tasks, or with DAPO's dynamic sampling as many batches as it takes
@@ -229,15 +252,28 @@ class Trainer:
     def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         async_metrics: dict[str, float] = {}
+        version = self.updates.version  # the weights this batch trains: one version per push, not per iteration
+        kept = next((b for b in self._pending if b.iteration == iteration), None) if self.producer is None else None
         if self.producer is not None:  # played ahead while the learner trained; at most k versions old
             if progress:
                 progress.phase(f"waiting for rollout {iteration + 1} (played ahead)")
             batch, waited = self.producer.take(iteration)
             result, played, dynamic_metrics = batch.result, batch.played, batch.dynamic_metrics
-            groups, async_metrics = staleness(result.groups, iteration, self.max_staleness)
+            groups, async_metrics = staleness(result.groups, version, self.max_staleness)
             async_metrics.update({"async/learner_wait_s": waited, "async/rollout_seconds": batch.seconds,
                                   "async/batches_ahead": float(len(self.producer.ready))})
             t_rollout = waited
+        elif kept is not None:  # resumed with max_staleness=0 from an asynchronous checkpoint: its tasks are drawn
+            self._pending.remove(kept)
+            result, played, dynamic_metrics = kept.result, kept.played, kept.dynamic_metrics
+            groups, async_metrics = staleness(result.groups, version, oldest_lag(result.groups, version))
+            message = (f"iteration {iteration + 1}: training the batch an asynchronous run played before its "
+                       f"checkpoint (turns up to {int(async_metrics['async/staleness_max'])} version(s) old) although "
+                       "trainer.asynchronous.max_staleness=0: its tasks were already drawn, and playing new ones "
+                       "would skip them for good")
+            log.warning(message)
+            console.print(f"[yellow]{message}")
+            t_rollout = 0.0
         else:
             result, played, dynamic_metrics = self.play(iteration, progress)
             groups = result.groups
@@ -251,9 +287,9 @@ class Trainer:
         if progress:
             progress.phase(f"learner update ({len(samples)} samples, {sum(s.length for s in samples)} tokens)")
         prepare_metrics = self.learner.prepare(samples)  # old log-probs fixed (recompute), correction, reference
-        if self.producer is not None:  # the staleness's cost: behaviour vs proximal policy, per version lag
-            async_metrics.update(lag_metrics(samples, owners, iteration))
-            mark_lags(samples, owners, iteration)
+        if async_metrics:  # played ahead: the staleness's cost, behaviour vs proximal policy, per version lag
+            async_metrics.update(lag_metrics(samples, owners, version))
+            mark_lags(samples, owners, version)
         kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
         t_prepare = time.perf_counter() - t0
 
@@ -272,7 +308,9 @@ class Trainer:
         t_update = time.perf_counter() - t0 + t_prepare
 
         self._engine_wake()
-        t_sync = 0.0 if learner_metrics.get("skipped") else self._sync_weights()
+        updated = bool(samples) and not learner_metrics.get("skipped")
+        t_sync = self._sync_weights() if updated else 0.0  # a refused update pushes nothing: no new version
+        stalled = self.updates.record(iteration + 1, updated)
         if self.producer is not None:
             self.producer.updated(iteration + 1)  # the next batch within the bound may start
         if not samples:
@@ -281,13 +319,19 @@ class Trainer:
         elif learner_metrics.get("skipped"):
             console.print(f"[yellow]iteration {iteration + 1}: update skipped (non-finite values; the learner's "
                           f"warning names them): {learner_metrics}")
+        if stalled:
+            console.print(f"[bold red]{stalled}")
 
+        self.clock["train_seconds"] += time.perf_counter() - started
+        self.clock["episodes"] += int(sum(len(g.trajectories) for g in played))
         metrics: dict[str, Any] = {f"train/{k}": v for k, v in summary.items()}
+        metrics.update(self._clock_metrics())
         metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
         metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update(async_metrics)
+        metrics.update(self.updates.metrics())
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,
             "time/iteration": time.perf_counter() - started, "train/samples": len(samples),
@@ -313,8 +357,12 @@ class Trainer:
             if self.tcfg.eval_before:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
-                first.update({k.replace("eval/", "base/"): v for k, v in base.items()})
+                self.eval_outcomes["base"] = self.eval_outcomes.pop("0")
+                first.update({k.replace("eval/", "base/"): v for k, v in base.items() if k.startswith("eval/")})
+                first["time/base_eval"] = base["time/eval"]
+            started = time.perf_counter()
             first.update(self.warm_start(progress))
+            self.clock["train_seconds"] += time.perf_counter() - started
         if self.tcfg.eval_before:
             first.update(self.evaluate(0, progress))
         if first:
@@ -360,10 +408,14 @@ class Trainer:
 
     def save_checkpoint(self, iteration: int) -> None:
         with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
-            state = {"sampler": self.sampler.state_dict(), "history": self.history}
+            state = {"sampler": self.sampler.state_dict(), "history": self.history,
+                     "eval_outcomes": self.eval_outcomes, "clock": self.clock, **self.updates.state_dict(),
+                     "engine_version": getattr(self.engine, "version", None)}
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
-            pending = self.producer.pending() if self.producer is not None else []
+            # played, not trained: the producer's, or (resumed with max_staleness=0) those still kept from before
+            pending = self.producer.pending() if self.producer is not None else \
+                [b for b in self._pending if b.iteration >= iteration]
             if pending:
                 state["pending_rollouts"] = [b.iteration + 1 for b in pending]  # readable; the batches: .pkl
             self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict(), pending)
@@ -373,12 +425,13 @@ class Trainer:
 
     def _start_producer(self, first: int, last: int) -> RolloutProducer:
         """Asynchronous training: rollout from `first` on, in a thread, beside the learner."""
-        base = int(getattr(self.engine, "version", 0))  # the engine's push counter now = learner version `first`
+        base = int(getattr(self.engine, "version", 0))  # the engine's push counter now = weight version `start`
+        start = self.updates.version  # each later push is one version more (a refused update pushes nothing)
         pending, self._pending = [b for b in self._pending if b.iteration >= first], []
         console.print(f"asynchronous training: rollout runs up to {self.max_staleness} version(s) ahead of the "
                       f"learner{f' ({len(pending)} batch(es) played before the checkpoint)' if pending else ''}")
         return RolloutProducer(lambda i: self.play(i, None), first, int(self.tcfg.iterations), self.max_staleness,
-                               lambda version: first + int(version) - base, pending).start()
+                               lambda version: start + int(version) - base, pending).start()
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
@@ -387,7 +440,7 @@ class Trainer:
         if self.resuming:
             self._restore()
         try:
-            with TrainProgress(iterations, self.start_iteration) as progress:
+            with TrainProgress(iterations, self.start_iteration, int(self.cfg.agent.max_turns)) as progress:
                 if self.start_iteration == 0:
                     self._start(progress)
                 for iteration in range(self.start_iteration, iterations):
@@ -430,8 +483,11 @@ class Trainer:
             console.print("[yellow]stopped before the first checkpoint: nothing to resume from")
 
     def report(self) -> dict[str, Any]:
+        floor = self._floor() if self.history else None
+        floor_rate = floor_row(floor)["success"] if floor else None
         plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
-                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}")
+                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}",
+                                    floor=floor_rate)
         evals = sorted(((k, v) for k, v in self.history.items() if k != "base"), key=lambda kv: int(kv[0]))
         summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
         rows = []
@@ -443,20 +499,51 @@ class Trainer:
             summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}
             warm = " (after the warm start)" if "base" in self.history and int(evals[0][0]) == 0 else ""
             rows += [eval_row(f"iteration {k}{warm if k == '0' else ''}", v) for k, v in evals]
+        if floor and rows:
+            rows.append(floor_row(floor))
         if rows:
             summary["evals"] = rows
             console.print(summary_table(rows))
-            if len(rows) > 1:
-                verdicts = [verdict(rows[0], rows[-1])]
-                if len(rows) > 2 and "base" in self.history:  # the RL part alone: after the warm start → the end
-                    verdicts.append(verdict(rows[1], rows[-1]))
-                summary["verdict"] = verdicts
-                for line in verdicts:
-                    console.print(line, highlight=False)
+            named = [(row["name"], self.eval_outcomes[key]) for row, key in zip(
+                rows, (["base"] if "base" in self.history else []) + [k for k, _ in evals], strict=False)
+                if key in self.eval_outcomes]
+            records = run_verdicts(named, floor)
+            lines = [r["text"] for r in records]
+            model_rows = [r for r in rows if r.get("valid_format") is not None]
+            if len(model_rows) > 1:
+                lines.append(verdict(model_rows[0], model_rows[-1]))
+            if records:
+                summary["verdicts"] = records
+            if lines:
+                summary["verdict"] = lines
+            for line in lines:
+                console.print(line, highlight=False)
+            summary["eval_outcomes"] = self.eval_outcomes
+        untrained = self.updates.summary_line(int(self.tcfg.iterations))
+        if untrained:
+            summary["untrained_iterations"] = list(self.updates.untrained)
+            console.print(f"[bold red]{untrained}", highlight=False)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         console.print(f"run dir: {self.run_dir}\ncurves: {plot}\ntrajectories: {view_hint(self.run_dir)}",
                       soft_wrap=True)  # paths to copy: never folded
         return summary
+
+    def _floor(self) -> dict[str, list[bool]] | None:
+        """The random-admissible-action floor on the eval tasks (trainer.eval_floor), None where the env lists no
+        admissible actions or the floor cannot be played (said once, never fatal: it is a reference row)."""
+        if not self.tcfg.get("eval_floor", True) or self.cfg.env.name == "agent":
+            return None
+        from agentforge.builders import without_name
+        from agentforge.evaluation.floor import NoFloor, random_floor
+
+        try:
+            return random_floor(str(self.cfg.env.name), without_name(self.cfg.env), self.eval_tasks,
+                                int(self.cfg.agent.max_turns), int(self.tcfg.eval_group_size), int(self.cfg.seed))
+        except NoFloor as reason:
+            log.info("no random floor: %s", reason)
+        except Exception as error:  # a reference row must not fail a finished run
+            log.warning("the random floor could not be played: %s", error)
+        return None
 
     def close(self) -> None:
         if self.producer is not None:
@@ -479,6 +566,10 @@ def warn_about_the_objective(learner_cfg: Any) -> None:
                     "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
                     "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
                     "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
+    loss = learner_cfg.loss
+    if loss.agg_mode is not None and loss.policy_aggregation() != loss.aggregation():
+        log.warning("learner.loss.agg_mode=%s aggregates the KL and entropy terms only: %s's policy term is always "
+                    "%s (as verl)", loss.agg_mode, spec.policy_loss, loss.policy_aggregation())
 
 
 def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:

@@ -5,46 +5,23 @@ before start."""
 
 from __future__ import annotations
 
-import json
+import logging
+import math
 import shutil
 
 import pytest
-from omegaconf import open_dict
 
-from agentforge.agent.prompts import PROMPTS, PromptTemplate
 from agentforge.config import compose_config
-from agentforge.envs.base import ENVS
 from agentforge.errors import ConfigProblems
-from agentforge.models.loading import load_tokenizer, resolve_model
 from agentforge.schema.config_check import check_config
 from agentforge.tracking.trajectories import iteration_files, read_records
 from agentforge.training.checkpoint import CheckpointManager
 from agentforge.training.trainer import Trainer
-from agentforge.types import Observation, StepResult, Task
+from agentforge.training.updates import STALL_ITERATIONS
+from tests.integration import letter_bandit
+from tests.integration.letter_bandit import metric_rows
 
 pytestmark = pytest.mark.integration
-
-
-class AsyncLetterBandit:
-    """One step: reward 1 when the action contains the letter `letter` (as tests/integration/test_learning.py)."""
-
-    def __init__(self, letter: str = "a") -> None:
-        self.letter = letter
-
-    def reset(self, task: Task) -> Observation:
-        return Observation("Write one word.", anchor="start", admissible=None)
-
-    def step(self, action: str) -> StepResult:
-        won = self.letter in action.lower()
-        return StepResult(Observation("done", anchor="done"), float(won), True, won, {})
-
-    def close(self) -> None:
-        pass
-
-
-ENVS.register("async_letter_bandit")(AsyncLetterBandit)
-PROMPTS.register("async_letter_bandit")(PromptTemplate(system="You write words.", turn="{observation}",
-                                                       require_think=False))
 
 
 @pytest.fixture(scope="module")
@@ -53,27 +30,11 @@ def ray_runtime(ray_with_module_classes):
 
 
 def bandit_config(tmp_path, k: int, *overrides: str):
-    tokenizer = load_tokenizer(resolve_model({"name": "tiny"}))
-    cfg = compose_config([
-        "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=grpo",
-        "trainer.iterations=8", "trainer.tasks_per_iteration=4", "trainer.group_size=8", "trainer.eval_every=0",
-        "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=1", "agent.invalid_penalty=0",
-        "agent.sampling.max_new_tokens=8", "learner.lr=3e-2", "seed=0", "engine.replicas=1",
-        "engine.replica_cpus=1", f"trainer.asynchronous.max_staleness={k}",
-        # decoupled PPO: proximal policy = the learner before the update, behaviour -> proximal weights truncated
-        "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token", *overrides,
-    ], run_dir=str(tmp_path))
-    with open_dict(cfg):
-        cfg.env = {"name": "async_letter_bandit", "letter": "a"}
-        cfg.agent.intervention = {"kind": "slot_fill", "params": {
-            "prefix": tokenizer.encode("<action>", add_special_tokens=False), "free": 1,
-            "suffix": [*tokenizer.encode("</action>", add_special_tokens=False), tokenizer.eos_token_id],
-        }}
-    return cfg
-
-
-def metric_rows(run_dir) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    """The letter bandit on one engine replica, rollout up to `k` versions ahead, decoupled PPO (proximal policy =
+    the learner before the update, behaviour -> proximal weights truncated)."""
+    return letter_bandit.bandit_config(
+        tmp_path, "engine.replicas=1", "engine.replica_cpus=1", f"trainer.asynchronous.max_staleness={k}",
+        "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token", *overrides)
 
 
 # Staler data learns less per update: with k = 2 (every batch two versions old, rollout being far faster than the
@@ -108,7 +69,10 @@ def test_asynchronous_grpo_learns_within_the_staleness_bound(ray_runtime, tmp_pa
         assert not any(key.startswith("train/count/") for key in r)
 
 
-def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_runtime, tmp_path):
+def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_runtime, tmp_path, caplog):
+    """Resumed with k = 1, and with max_staleness=0 (the kept batch is trained first, with a warning naming it,
+    not dropped for the next tasks, which would then be skipped for good); engine/version goes on from the
+    checkpoint's rather than from 1."""
     run = tmp_path / "run"
     options = ["trainer.iterations=4", "trainer.checkpoint_every=2", "trainer.trajectory_tokens=true"]
     Trainer(bandit_config(run, 1, *options)).fit()
@@ -116,19 +80,60 @@ def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_r
     assert [c.iteration for c in checkpoints] == [2, 4]
     kept = checkpoints[0].pending_rollouts  # played ahead at the iteration-2 checkpoint, not trained yet
     assert kept and kept[0].iteration == 2
-    shutil.rmtree(checkpoints[1].path)  # as if the run died after the iteration-2 checkpoint
+    before = {r["iteration"]: r for r in metric_rows(run)}
 
-    def trained_responses(iteration: int) -> list[list[int]]:
+    def trained(iteration: int, key: str = "response_ids") -> list:
         records = read_records(iteration_files(run)[iteration])
-        return sorted(turn["response_ids"] for r in records for turn in r["turns"])
+        return sorted(turn[key] for r in records for turn in r["turns"]) if key == "response_ids" else \
+            sorted(r["task"]["seed"] for r in records)
 
-    original = trained_responses(3)
-    Trainer(bandit_config(run, 1, *options, f"resume={run}")).fit()
+    original, original_tasks = trained(3), trained(4, "task")
     played = sorted(list(t.response_ids) for g in kept[0].result.groups for tr in g.trajectories for t in tr.turns)
-    assert trained_responses(3) == played  # the kept batch itself trained, not played again
     assert original == played
-    rows = [r for r in metric_rows(run) if "async/staleness_max" in r]
-    assert all(r["async/staleness_max"] <= 1 and r["async/dropped_groups"] == 0 for r in rows)
+    for k in (1, 0):
+        shutil.rmtree(CheckpointManager(run / "checkpoints", 2).complete()[-1].path)  # died after iteration 2
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="agentforge.training.trainer"):
+            Trainer(bandit_config(run, k, *options, f"resume={run}")).fit()
+        assert trained(3) == played, k  # the kept batch itself trained, not played again, nor dropped
+        assert trained(4, "task") == original_tasks, k  # iteration 4 trains the tasks the first run drew for it
+        rows = {r["iteration"]: r for r in metric_rows(run)}
+        assert rows[3]["async/staleness_max"] <= 1 and rows[3]["async/dropped_groups"] == 0, k
+        assert [rows[i]["engine/version"] for i in (3, 4)] == [before[i]["engine/version"] for i in (3, 4)], k
+        warned = [r.getMessage() for r in caplog.records if "played before its checkpoint" in r.getMessage()]
+        assert len(warned) == (0 if k else len(kept)), warned  # each kept batch named (iterations 3, 4 here)
+        assert k or warned[0].startswith("iteration 3: training the batch an asynchronous run played"), warned
+
+
+def test_a_refused_update_makes_no_version_and_a_stalled_run_says_so(ray_runtime, tmp_path, caplog):
+    """NaN advantages at iterations 2-4 (k = 1): the learner refuses those updates and nothing is pushed, so the
+    turns sampled meanwhile are as fresh as the weights that train them (lag 0; counted per update they were one
+    version staler per refusal and iterations 5-6 dropped every group as beyond the bound); training resumes at
+    iteration 5, and three refusals in a row are reported loudly (warning, metric, summary)."""
+    cfg = bandit_config(tmp_path, 1, "trainer.iterations=6", "trainer.tasks_per_iteration=2", "trainer.group_size=4")
+    trainer = Trainer(cfg)
+    compute, calls = trainer.algorithm.advantages, []
+
+    def advantages(groups):
+        calls.append(len(calls) + 1)
+        out = compute(groups)
+        return [math.nan] * len(out) if calls[-1] in (2, 3, 4) else out
+
+    trainer.algorithm.advantages = advantages
+    with caplog.at_level(logging.WARNING, logger="agentforge.training.trainer"):
+        summary = trainer.fit()
+    rows = {r["iteration"]: r for r in metric_rows(tmp_path) if "async/staleness_max" in r}
+    assert [bool(rows[i].get("train/skipped")) for i in range(1, 7)] == [False, True, True, True, False, False]
+    assert [rows[i]["train/weight_version"] for i in range(1, 7)] == [1, 1, 1, 1, 2, 3]
+    assert [rows[i]["train/iterations_without_update"] for i in range(1, 7)] == [0, 1, 2, 3, 0, 0]
+    for i in (3, 4, 5):  # played after the last push before the refusals: sampled by the weights that train them
+        assert rows[i]["async/staleness_max"] == 0 and rows[i]["async/turns_lag_0"] == 8, rows[i]
+    assert all(rows[i]["async/dropped_groups"] == 0 and rows[i]["async/staleness_max"] <= 1 for i in rows)
+    assert all(rows[i]["train/samples"] > 0 for i in (5, 6))
+    assert [rows[i]["engine/version"] for i in (1, 5, 6)] == [1, 2, 3]  # one push per applied update
+    assert STALL_ITERATIONS == 3
+    assert any("3 iterations in a row trained nothing" in r.getMessage() for r in caplog.records)
+    assert summary["untrained_iterations"] == [2, 3, 4]
 
 
 @pytest.mark.parametrize(("overrides", "message"), [

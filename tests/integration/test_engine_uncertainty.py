@@ -37,17 +37,13 @@ from agentforge.engines.interventions import (
 )
 from agentforge.errors import AgentforgeError
 from agentforge.types import Completion, SamplingConfig
+from tests.integration import engine_parts
 
 pytestmark = pytest.mark.integration
+hf_engine, prompts = engine_parts.hf_engine, engine_parts.prompts  # the shared fixtures
 
 ENTROPY_ATOL = 1e-3
 TOP_PROB_RTOL = 1e-3
-TEXTS = [
-    "x",
-    "1 2 3",
-    "Hello there, how are you today?",
-    "The quick brown fox jumps over the lazy dog. " * 12,
-]
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=16)
 GREEDY_U = SamplingConfig(temperature=0.0, max_new_tokens=16, uncertainty=True)
 
@@ -85,20 +81,8 @@ def vllm_engine(tiny_spec):
 
 
 @pytest.fixture(scope="module")
-def hf_engine(tiny_spec):
-    engine = make_engine("hf", tiny_spec, {"dtype": "float32", "batch_size": 3})
-    yield engine
-    engine.close()
-
-
-@pytest.fixture(scope="module")
 def engines(vllm_engine, hf_engine):
     return {"vllm": vllm_engine, "hf": hf_engine}
-
-
-@pytest.fixture(scope="module")
-def prompts(tiny_tokenizer):
-    return [tiny_tokenizer.encode(t) for t in TEXTS]
 
 
 @pytest.fixture(scope="module")

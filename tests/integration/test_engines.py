@@ -13,16 +13,12 @@ from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.models import resolve_model
 from agentforge.models.loading import build_tiny_model
 from agentforge.types import SamplingConfig
+from tests.integration import engine_parts
 
 pytestmark = pytest.mark.integration
+hf_engine, prompts = engine_parts.hf_engine, engine_parts.prompts  # the shared fixtures
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=24)
-TEXTS = [
-    "x",
-    "1 2 3",
-    "Hello there, how are you today?",
-    "The quick brown fox jumps over the lazy dog. " * 12,
-]
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +26,6 @@ def vllm_engine(tiny_spec):
     engine = make_engine("vllm", tiny_spec, {"dtype": "float32", "kv_cache_space_gb": 1})
     yield engine
     engine.close()
-
-
-@pytest.fixture(scope="module")
-def hf_engine(tiny_spec):
-    engine = make_engine("hf", tiny_spec, {"dtype": "float32", "batch_size": 3})
-    yield engine
-    engine.close()
-
-
-@pytest.fixture(scope="module")
-def prompts(tiny_tokenizer):
-    return [tiny_tokenizer.encode(t) for t in TEXTS]
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +267,12 @@ def test_engine_starts_after_numba_is_loaded(tiny_spec, prompts, baseline):
     assert [c.token_ids for c in again] == [c.token_ids for c in baseline]
     assert "llvmlite.binding.ffi" in sys.modules
 
+
+
+def test_the_cpu_kv_block_is_32_tokens_unless_set(vllm_engine):
+    """`engine.block_size` null on CPU: 32-token KV blocks (vllm_engine.CPU_BLOCK_SIZE), not vLLM's 128."""
+    from agentforge.engines.vllm_engine import CPU_BLOCK_SIZE, resolved_block_size
+
+    assert vllm_engine.block_size == CPU_BLOCK_SIZE == 32
+    assert vllm_engine.llm.llm_engine.vllm_config.cache_config.block_size == 32
+    assert resolved_block_size(None, on_gpu=True) is None and resolved_block_size(64, on_gpu=False) == 64

@@ -46,7 +46,10 @@ def test_eval_command_reproduces_the_trainers_final_eval_and_adds_baseline_rows(
     report = json.loads((out / "eval.json").read_text())
     assert report["checkpoint"]["iteration"] == 2 and report["checkpoint"]["run_dir"] == str(run)
     names = [row["name"] for row in report["rows"]]
-    assert names[0].startswith("TJPO (spatial_coverage") and names[1:] == [f"{names[0]}+PP", f"{names[0]}+RP"]
+    assert names[0].startswith("TJPO (spatial_coverage") and names[1:] == [f"{names[0]}+PP", f"{names[0]}+RP",
+                                                                           "random floor"]
+    floor = report["rows"][-1]
+    assert floor["metrics"]["episodes"] == 4 and sorted(floor["outcomes"]) == sorted(report["rows"][0]["outcomes"])
     assert report["rows"][1]["sampling"]["presence_penalty"] == 0.5
     assert report["rows"][2]["sampling"]["repetition_penalty"] == 1.05
     assert report["descriptors"] == ["direction_transition", "spatial_coverage"]  # cross-metric: all of the env's
@@ -56,10 +59,10 @@ def test_eval_command_reproduces_the_trainers_final_eval_and_adds_baseline_rows(
     for key in ("episodes", "success_rate", "mean_return", "mean_turns", "invalid_action_rate", "generated_tokens",
                 "div_groups/spatial_coverage"):
         assert main[key] == logged[f"eval/{key}"], key
-    for row in report["rows"][1:]:
+    for row in report["rows"][1:-1]:
         assert row["metrics"]["episodes"] == 4 and "div_pair/direction_transition" in row["metrics"]
     markdown = (out / "eval.md").read_text()
-    assert markdown.count(f"| {names[0]}") == 3 and "(×10⁻³)" in markdown
+    assert markdown.count(f"| {names[0]}") == 3 and "(×10⁻³)" in markdown and "| random floor" in markdown
     assert len(responses(out / "trajectories.jsonl")) == 4
     assert "Success" in done.stderr  # the console table
 
@@ -79,8 +82,19 @@ def test_a_checkpoint_replays_the_training_rollout_its_weights_played(run, tmp_p
     evaluate(tmp_path / "hf", f"checkpoint={run}/checkpoints/iter_000001/learner/hf", *replay)
     assert responses(tmp_path / "hf" / "trajectories.jsonl")[:2] == logged
     # the model as shipped plays differently: the checkpoint's weights were really loaded
-    evaluate(tmp_path / "base", "checkpoint=null", *replay)
+    base = evaluate(tmp_path / "base", "checkpoint=null", *replay)
     assert responses(tmp_path / "base" / "trajectories.jsonl")[:2] != logged
+    # compare=base swaps the shipped weights into the same engine: the same tasks and seed play what a fresh engine
+    # on the shipped model played, and the two rows are paired task by task
+    report = evaluate(tmp_path / "compare", f"checkpoint={run}/checkpoints/iter_000001", "compare=base", *replay)
+    compared = next(row for row in report["rows"] if row["name"] == "base (as shipped)")
+    for key in ("generated_tokens", "success_rate", "mean_return", "mean_turns"):
+        assert compared["metrics"][key] == base["rows"][0]["metrics"][key], key
+    assert compared["outcomes"] == base["rows"][0]["outcomes"]
+    comparison = report["comparison"]
+    assert comparison["tasks"] == 2 and comparison["method"] == "paired task bootstrap"  # 2 episodes per task
+    assert comparison["from"] == "base (as shipped)" and "success" in comparison["text"]
+    assert "Paired comparison" in (tmp_path / "compare" / "eval.md").read_text()
 
 
 def test_bad_input_fails_before_start_up_with_a_clear_error(run, tmp_path):

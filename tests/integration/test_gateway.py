@@ -172,7 +172,7 @@ def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_pat
     finally:
         played.close()
     expected = {"no_token": (401, "authentication_error", None),
-                "unknown_session": (404, "invalid_request_error", None),
+                "unknown_session": (403, "permission_error", None),  # its token is its own session's only
                 "n2": (400, "invalid_request_error", "n"), "stream": (400, "invalid_request_error", "stream"),
                 "bad_schema": (400, "invalid_request_error", "tools[0].function.parameters"),
                 "not_json": (400, "invalid_request_error", None), "no_messages": (400, "invalid_request_error",
@@ -204,6 +204,89 @@ def test_bad_requests_get_openai_errors_and_an_edited_history_is_flagged(tmp_pat
     assert probe["named"][0] == 200 and named.response_ids[:len(opening)] == opening
     assert named.forced_mask[:len(opening)] == [True] * len(opening) and not any(named.forced_mask[len(opening):])
     assert len(named.response_ids) > len(opening)
+
+
+STOP_PROBES: dict[str, Any] = {}
+
+
+def stop_probe_agent(task: Any, base_url: str, api_key: str) -> float:
+    """Bad prompt ids, then a chat call cut by a stop string inside a token, then the call that extends it."""
+    auth = {"Authorization": f"Bearer {api_key}"}
+    out: dict[str, Any] = {}
+    with httpx.Client(timeout=60) as http:
+        for name, ids in (("huge_id", [1000000000]), ("negative_id", [-1])):
+            r = http.post(f"{base_url}/completions", json={"prompt": ids, "max_tokens": 4}, headers=auth)
+            out[name] = (r.status_code, r.json())
+        messages = [{"role": "user", "content": "Go."}]
+        r = http.post(f"{base_url}/chat/completions", json={"messages": messages, "stop": ["gum"]}, headers=auth)
+        out["stopped"] = (r.status_code, r.json())
+        reply = r.json()["choices"][0]["message"]
+        later = [*messages, reply, {"role": "user", "content": "Next."}]
+        r = http.post(f"{base_url}/chat/completions", json={"messages": later, "max_tokens": 4}, headers=auth)
+        out["next"] = (r.status_code, r.json())
+        out["later"] = later
+    STOP_PROBES[task.session_id] = out
+    return 1.0
+
+
+def test_stop_strings_are_omitted_and_trained_ids_match_what_the_client_saw(tmp_path, tiny_tokenizer):
+    """`stop=["gum"]` ends the reply inside the token ` "arguments`: the client gets OpenAI's content (no stop
+    string), the turn trains the sampled ids up to the last whole token the client saw, and the next prompt decodes to
+    the conversation the client holds (the cut token's seen part, `ar`, encoded as prompt text). Bad prompt ids are
+    400s, not engine failures."""
+    from agentforge.gateway.rendering import ChatRenderer, normalise_messages
+
+    STOP_PROBES.clear()
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:stop_probe_agent"), tasks=1, group=1)
+    try:
+        result = played.run()
+    finally:
+        played.close()
+    sid, probe = next(iter(STOP_PROBES.items()))
+    for name in ("huge_id", "negative_id"):
+        code, body = probe[name]
+        assert code == 400 and body["error"]["param"] == "prompt" and "vocabulary" in body["error"]["message"]
+    code, body = probe["stopped"]
+    content = body["choices"][0]["message"]["content"]
+    assert code == 200 and content == '<tool_call>\n{"name": "search", "ar'  # OpenAI's: the stop string omitted
+    assert body["choices"][0]["finish_reason"] == "stop" and probe["next"][0] == 200
+    turns = next(t for g in result.groups for t in g.trajectories).turns
+    first, second = turns
+    completion = next(c for c in played.sampled[tuple(first.prompt_ids)])
+    assert tiny_tokenizer.decode(completion.token_ids).endswith('"arguments')  # the engine sampled past it
+    assert first.response_ids == completion.token_ids[:len(first.response_ids)]  # trained: sampled ids ...
+    assert tiny_tokenizer.decode(first.response_ids) + "ar" == content  # ... up to what the client saw
+    assert first.info["stop_cut"]["carried_text"] == "ar" and first.response_text == content
+    assert second.info["extends_call"] == 0 and second.info["reencoded"] is None
+    assert second.prompt_ids[:len(first.prompt_ids) + len(first.response_ids)] == [*first.prompt_ids,
+                                                                                   *first.response_ids]
+    renderer = ChatRenderer(tiny_tokenizer)
+    assert tiny_tokenizer.decode(second.prompt_ids) == renderer.render(normalise_messages(probe["later"]), [], True)
+
+
+def test_a_request_that_fails_in_the_engine_fails_alone(tmp_path, tiny_tokenizer):
+    """Two sessions' calls in one batch, one with a prompt the engine refuses: only that call fails."""
+    from agentforge.gateway.batcher import GenerationBatcher
+    from agentforge.gateway.sessions import Session
+    from agentforge.rollout.hooks import RolloutHooks
+    from agentforge.rollout.workflow import Episode, EpisodePlan
+    from agentforge.types import Observation, SamplingConfig, Task, Trajectory
+
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, OPENAI_AGENT, scaffold=False))
+    ctx = played.ctx.fresh()
+    batcher = GenerationBatcher(lambda: ctx, RolloutHooks(), live=lambda: 2, window_s=2.0)
+    try:
+        sessions = [Session(f"s{k}", Episode(k, EpisodePlan(Task("agent", k), k, 0), Trajectory(Task("agent", k), 0),
+                                             Observation("", "")), max_calls=4) for k in range(2)]
+        sampling = SamplingConfig(max_new_tokens=4)
+        bad = batcher.submit(sessions[0], [1000000000], sampling)
+        good = batcher.submit(sessions[1], [1, 2, 3], sampling)
+        assert len(good.result(timeout=120).token_ids) >= 1
+        with pytest.raises(Exception):  # noqa: B017  (the engine's own error, whatever its type)
+            bad.result(timeout=120)
+    finally:
+        batcher.close()
+        played.close()
 
 
 # ------------------------------------------------------------------------------------------------- faults

@@ -125,7 +125,8 @@ def test_a_shared_prompt_is_computed_once_and_changes_nothing(model_dir):
     for share in (True, False):
         batch = [TurnSample(s.input_ids.copy(), s.loss_mask.copy(), s.old_logprobs.copy(), s.advantage, s.prompt_len)
                  for s in samples]
-        with Learner(model_dir, config(share_prompts=share, micro_batch_tokens=1000), in_process=True) as learner:
+        cfg = config(sharing="prompt" if share else "none", micro_batch_tokens=1000)
+        with Learner(model_dir, cfg, in_process=True) as learner:
             logprobs = learner.compute_logprobs(batch)
             with_learner_logprobs(learner, batch)
             metrics = learner.step(batch)
@@ -318,7 +319,7 @@ def test_non_finite_advantage_or_loss_skips_the_update(model_dir):
 
 def test_ray_actor_ranks_match_the_in_process_rank(model_dir):
     """One Ray rank equals the in-process rank; two ranks under ZeRO-2 with uneven micro-batch counts give the same
-    update, here with a sequence-level objective (GSPO's per-turn ratio, Dr. GRPO's normaliser) whose denominators
+    update, here with a sequence-level objective (GSPO's per-turn ratio, averaged per turn) whose denominators
     must be the whole batch's across ranks."""
     from agentforge.envs.pool import ensure_ray
 
@@ -326,7 +327,7 @@ def test_ray_actor_ranks_match_the_in_process_rank(model_dir):
     with Learner(model_dir, config(), in_process=True) as local:
         with_learner_logprobs(local, samples)
         local_metrics = local.step(samples)
-    loss = {"policy_loss": "gspo", "agg_mode": "seq-mean-token-sum-norm", "loss_scale_factor": 16}
+    loss = {"policy_loss": "gspo"}
     shifted = make_batch()
     with Learner(model_dir, config(loss=loss), in_process=True) as local:
         with_learner_logprobs(local, shifted)

@@ -96,7 +96,7 @@ def test_bf16_accumulates_gradients_and_keeps_optimizer_state_in_fp32(model_dir)
     accumulation sums to exactly g. Accumulating in bf16 (DeepSpeed's default for a bf16 model, what agentforge
     did) rounds every partial sum: 0.39 % off here."""
     base = make_sample(np.random.default_rng(5), 8, 8, 1.0)
-    cfg = config(dtype="bfloat16", micro_batch_tokens=16, share_prompts=False)
+    cfg = config(dtype="bfloat16", micro_batch_tokens=16, sharing="none")
     with Learner(model_dir, cfg, in_process=True) as learner:
         rank = learner.rank0
         one = [base]

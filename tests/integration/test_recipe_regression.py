@@ -2,11 +2,14 @@
 fixed seed must reproduce what the code produced before the rollout-workflow seam was built (the recorded
 trajectories' token ids and log-probs, the advantages and the loss).
 
-The record was made with `python tests/integration/test_recipe_regression.py --record` on the commit before the
-seam (d90f9a4). Every dtype is pinned to float32, so the record does not depend on the CPU's bf16 support.
-Tolerances: token ids exactly; engine log-probs 5e-3 absolute and advantages 1e-5 (float32 kernels differ slightly
-between CPU kinds: 2.04e-3 measured on an Intel Xeon with AVX-512 but no AVX512-BF16 against the record); the loss
-1e-3 relative (it sums many such terms).
+The record was first made with `python tests/integration/test_recipe_regression.py --record` on the commit before
+the seam (d90f9a4), at vLLM's 128-token CPU KV blocks. It was re-recorded when `engine.block_size` became 32 on CPU
+(`vllm_engine.CPU_BLOCK_SIZE`), on an Intel Xeon (torch CPU capability AVX512; lscpu lists avx512_bf16 and
+amx_bf16): against the first record the token ids, rewards and advantages were identical, the log-probs within
+2.04e-3 and the loss within 5e-7 relative. Every dtype is pinned to float32, so the record does not depend on the
+CPU's bf16 support. Tolerances: token ids exactly; engine log-probs 5e-3 absolute and advantages 1e-5 (float32
+kernels differ slightly between CPU kinds: 2.04e-3 between the two records' machines); the loss 1e-3 relative (it
+sums many such terms).
 """
 
 from __future__ import annotations

@@ -68,6 +68,13 @@ def test_sweep_report_tables_and_plots_a_real_lambda_sweep(sweep, tmp_path):
     rows = [line for line in (sweep / "sweep_report.md").read_text().splitlines() if line.startswith("| tiny_")]
     assert len(rows) == 2 and "D^pair spatial_coverage" in (sweep / "sweep_report.md").read_text()
     assert (sweep / "sweep_report.png").stat().st_size > 10_000
+    # the λ = 0.3 job against λ = 0, paired task by task on the final eval (2 tasks x 2 episodes: task bootstrap)
+    done = run_cli("sweep-report", str(sweep), "--baseline", "algorithm.lambda=0", "--output", str(tmp_path / "vs"),
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    versus = [j["versus_baseline"] for j in json.loads((tmp_path / "vs" / "sweep_report.json").read_text())["jobs"]]
+    assert versus[0] == {"baseline_row": True}
+    assert versus[1]["tasks"] == 2 and versus[1]["episodes"] == 4 and versus[1]["method"] == "paired task bootstrap"
 
 
 def test_a_failed_job_beside_the_real_ones_is_reported_not_fatal(sweep, tmp_path):

@@ -172,3 +172,37 @@ def test_strata_columns_are_run_means_of_training_metrics(tmp_path):
 def test_no_strata_columns_for_other_algorithms(sweep):
     header = build_report([read_job(p) for p in find_job_dirs([str(sweep)])]).header()
     assert not any("(train)" in column for column in header)
+
+
+def paired_job(root, number, overrides, wins, floor=None):
+    """A finished job whose summary holds its final eval's per-task outcomes (as the trainer writes them)."""
+    job = make_job(root, number, overrides, summary={"iteration": 4, "eval/success_rate": sum(wins) / len(wins),
+                                                     "eval/episodes": len(wins)})
+    summary = json.loads((job / "summary.json").read_text())
+    summary["eval_outcomes"] = {"4": {f"sokoban:eval:{i}": [bool(w)] for i, w in enumerate(wins)}}
+    if floor is not None:
+        summary["evals"] = [{"name": "random floor", "success": floor}]
+    (job / "summary.json").write_text(json.dumps(summary))
+    return job
+
+
+def test_baseline_rows_are_compared_task_by_task_and_seed_by_seed(tmp_path):
+    lose = [1] * 20 + [0] * 80
+    win = [1] * 40 + [0] * 60
+    paired_job(tmp_path, 0, ["algorithm=grpo", "seed=0"], lose, floor=0.1)
+    paired_job(tmp_path, 1, ["algorithm=gigpo", "seed=0"], win, floor=0.1)
+    paired_job(tmp_path, 2, ["algorithm=grpo", "seed=1"], win)
+    paired_job(tmp_path, 3, ["algorithm=gigpo", "seed=1"], win)
+    report = sweep_report([str(tmp_path)], output=str(tmp_path / "out"), baseline="algorithm=grpo")
+    by_name = {job.path.name: job for job in report.jobs}
+    assert by_name["0"].versus == {"baseline_row": True} and by_name["2"].versus == {"baseline_row": True}
+    seed0, seed1 = by_name["1"].versus, by_name["3"].versus
+    assert seed0["baseline"].endswith("/0") and seed1["baseline"].endswith("/2")  # matched by seed
+    assert seed0["difference"] == pytest.approx(0.2) and seed0["beyond_noise"] and seed0["method"] == "exact McNemar"
+    assert seed1["difference"] == 0.0 and not seed1["beyond_noise"]
+    assert report.header()[-1].startswith("Δ success vs algorithm=grpo")
+    assert report.rows()[1][-1].endswith(" *") and report.rows()[0][-1] == "baseline"
+    data = json.loads((tmp_path / "out" / "sweep_report.json").read_text())
+    assert data["baseline"] == "algorithm=grpo" and data["jobs"][0]["random_floor"] == 0.1
+    with pytest.raises(AgentforgeError, match="--baseline algorithm=ppo matches no job"):
+        sweep_report([str(tmp_path)], output=str(tmp_path / "out"), baseline="algorithm=ppo")

@@ -149,6 +149,25 @@ def test_micro_batches_and_ranks_do_not_change_the_gradient(mode, policy):
 # --------------------------------------------------------------------------------------------- other losses
 
 
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum"])
+def test_gspo_policy_term_is_a_mean_over_sequences_whatever_agg_mode_says(mode):
+    """As verl's compute_policy_loss_gspo (seq-mean-token-mean, hard-coded): `agg_mode` then aggregates only the KL
+    and entropy terms (here token-mean or a per-sequence sum, checked against the reference)."""
+    logp, old, adv, seq = random_batch(3, n_seq=5)
+    clip = ClipParams(0.05, 0.03, None)
+    per_sequence, _, grad = run(logp, old, adv, seq=seq, s=spec(policy_loss="gspo", agg_mode="seq-mean-token-mean",
+                                                                clip=clip))
+    policy, _, grad_mode = run(logp, old, adv, seq=seq, s=spec(policy_loss="gspo", agg_mode=mode, clip=clip))
+    assert policy == pytest.approx(per_sequence, rel=1e-6)
+    np.testing.assert_allclose(grad_mode, grad, rtol=1e-5, atol=1e-8)
+    ref = old - 0.2 + 0.1 * np.sin(np.arange(len(old)))
+    with_kl, _, _ = run(logp, old, adv, seq=seq, s=spec(policy_loss="gspo", agg_mode=mode, clip=clip, kl_coef=0.5),
+                        ref_logp=torch.tensor(ref, dtype=torch.float32))
+    d = logp - ref
+    k3_values = np.exp(-d) + d - 1.0
+    assert with_kl - policy == pytest.approx(0.5 * reference_aggregate(k3_values, seq, mode, 1.0), rel=1e-4)
+
+
 def test_gspo_matches_the_sequence_level_formula_and_its_gradient():
     logp, old, adv, seq = random_batch(2, n_seq=5)
     eps = (0.05, 0.03)  # sequence 2 (ratio 1.04, A > 0) clips, the others do not

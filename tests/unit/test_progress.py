@@ -33,7 +33,35 @@ def test_rollout_progress_in_lines_mode_reports_episodes(monkeypatch, capsys):
     with rollout_progress("eval", 4) as update:
         update(4, 4, RolloutStats(turns=8, generated_tokens=50, generate_seconds=1.0, env_steps=8, env_seconds=0.1))
     err = capsys.readouterr().err
-    assert "[eval] 0/4 episodes" in err and "[eval] 4/4 episodes · 8 turns · 50 tok/s · 80 steps/s" in err
+    assert "[eval] 0/4 episodes" in err and "[eval] 4/4 episodes · 8 turns · 8 env steps · " in err
+    assert "50 tok/s" in err and "ETA" not in err  # finished: nothing left to estimate
+
+
+def test_a_slow_eval_line_shows_a_nonzero_rate_and_the_turn_budgets_eta(monkeypatch):
+    """The issue's line: 128 episodes of up to 50 turns, 256 turns played in 6 minutes and no env step taken (no
+    turn held a valid action) read `0 steps/s` with no ETA."""
+    from agentforge.tracking.progress import remaining_turns, rollout_rates
+
+    stats = RolloutStats(turns=256, generated_tokens=40_000, generate_seconds=250.0, env_steps=0, env_seconds=3.0)
+    line = rollout_rates(stats, elapsed=360.0, finished=0, total=128, max_turns=50)
+    assert line.startswith("256 turns · 0 env steps · 0.71 turns/s · 160 tok/s · ETA ≤ ")
+    # at most 128 x 50 - 256 = 6144 turns left at 256/360 turns/s: 8640 s
+    assert remaining_turns(0, 128, 256, 50) == 6144 and line.endswith("ETA ≤ 2:24:00")
+    # finished episodes play no more: 100 of 128 done after 300 turns leaves at most 28 x 50 turns
+    assert remaining_turns(100, 128, 300, 50) == 1400
+    assert remaining_turns(100, 128, 5100, 50) == 1400 - 100  # unfinished ones played at least 100 of them
+
+
+def test_train_progress_eval_line_carries_the_eta(monkeypatch, capsys):
+    monkeypatch.setenv("AGENTFORGE_PROGRESS", "lines")
+    monkeypatch.setenv("AGENTFORGE_PROGRESS_SECONDS", "0.2")
+    with TrainProgress(total_iterations=2, start=0, max_turns=10) as progress:
+        update = progress.rollout_callback("eval")
+        time.sleep(0.5)
+        update(0, 4, RolloutStats(turns=4, generated_tokens=10, generate_seconds=1.0))
+        time.sleep(0.3)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "eval 0/4 episodes" in line]
+    assert lines and "turns/s" in lines[-1] and "ETA ≤ 0:0" in lines[-1], lines  # 36 turns left at ~8/s
 
 
 def test_iteration_lines_carry_an_eta_from_this_process_wall_time(monkeypatch, capsys):
@@ -45,3 +73,16 @@ def test_iteration_lines_carry_an_eta_from_this_process_wall_time(monkeypatch, c
     lines = [line for line in capsys.readouterr().err.splitlines() if " done · " in line]
     assert "ETA 0:01" in lines[0], lines  # 0.6 s per iteration x 3 left
     assert "ETA" not in lines[-1], lines
+
+
+def test_a_beat_between_two_callbacks_shows_the_live_counters(monkeypatch, capsys):
+    """Per-episode scheduling calls back only when an episode ends: the heartbeat reads the live stats itself."""
+    monkeypatch.setenv("AGENTFORGE_PROGRESS", "lines")
+    monkeypatch.setenv("AGENTFORGE_PROGRESS_SECONDS", "0.2")
+    stats = RolloutStats(turns=2, generated_tokens=10, generate_seconds=1.0)
+    with rollout_progress("eval", 8, max_turns=5) as update:
+        update(0, 8, stats)
+        stats.turns, stats.env_steps = 30, 12  # the workflow goes on playing; no callback yet
+        time.sleep(0.6)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[eval] 0/8")]
+    assert "30 turns · 12 env steps" in lines[-1] and "ETA ≤ " in lines[-1], lines

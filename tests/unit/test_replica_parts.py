@@ -151,3 +151,45 @@ def test_an_intervention_only_this_process_knows_is_refused_with_replicas():
     fine = compose_config(["command=train", "recipe=debug", "engine.replicas=2",
                            "agent.intervention={kind:force_sequence,params:{}}"])
     check_replica_config(fine)
+
+
+class CountingLanes:
+    """Engine replicas as the per-episode scheduler sees them (`lane_of`, `submit_lane`), counting lookups: the real
+    Router assigns the lanes."""
+
+    def __init__(self, lanes: int) -> None:
+        self.lanes, self.router, self.lookups, self.submitted = lanes, Router(lanes), 0, []
+
+    def lane_of(self, key):
+        self.lookups += 1
+        return self.router.assign(key)
+
+    def submit_lane(self, lane, prompts, sampling, interventions):
+        self.submitted.append((lane, len(prompts)))
+        return f"ref-{lane}"
+
+
+def test_per_episode_dispatch_looks_each_episode_up_once():
+    """One dispatch over 450 episodes on 300 lanes: each episode's lane is looked up once (it was once per lane and
+    episode at its env step: 34,125 lookups here), and a lane with an episode still at its env step waits for it
+    while the others are sent."""
+    from types import SimpleNamespace
+
+    from agentforge.rollout.per_episode import PerEpisodeScheduler, _TurnInProgress
+    from agentforge.types import SamplingConfig
+
+    engine = CountingLanes(300)
+    hooks = SimpleNamespace(name="default", max_turn_attempts=3, turn_intervention=lambda episode, ctx: None,
+                            turn_sampling=lambda ctx: SamplingConfig())
+    ctx = SimpleNamespace(engine=engine, config=SimpleNamespace(straggler_wait=1.0))
+    scheduler = PerEpisodeScheduler(hooks, ctx, [])
+    for slot in range(600):  # dealt round-robin: slot s on lane s % 300
+        engine.router.assign(slot)
+    scheduler.ready = [_TurnInProgress(SimpleNamespace(slot=slot), 1, [1]) for slot in range(300)]
+    scheduler.at_env = {slot: None for slot in range(301, 600, 2)}  # an episode of each odd lane at its env step
+    scheduler.call_seconds = {lane: 60.0 for lane in range(300)}  # a call takes long: a stepping lane waits
+    engine.lookups = 0
+    scheduler._dispatch()
+    assert engine.lookups == 300 + 150
+    assert engine.submitted == [(lane, 1) for lane in range(0, 300, 2)]
+    assert sorted(t.episode.slot for t in scheduler.ready) == list(range(1, 300, 2))  # odd lanes wait

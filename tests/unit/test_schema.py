@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from omegaconf import open_dict
 
 from agentforge.config import available_recipes, compose_config
 from agentforge.envs import ENVS
@@ -50,6 +51,32 @@ def test_all_problems_of_a_command_line_at_once_with_the_nearest_key():
     text = "\n".join(problems)  # inconsistent combinations, each its own line
     assert len(problems) == 3 and "kl_estimator='k9' is unknown" in text and "top_p=0.9 (use 1.0)" in text
     assert "gigpo compares rollouts within a group" in text
+
+
+def test_an_unknown_section_is_named_with_the_section_it_abbreviates():
+    """`trainer.async.*` (the section is `trainer.asynchronous`): the missing part is `async`, not the leaf, and
+    difflib alone finds nothing for it; a recipe file's `trainer: {async: ...}` gets the same pointer."""
+    problems, _ = override_problems(["command=train", "recipe=debug", "trainer.async.max_staleness=1"])
+    assert len(problems) == 1 and problems[0].startswith(
+        "trainer.async.max_staleness: unknown key (trainer has no 'async'); did you mean 'asynchronous'? "), problems
+    cfg = compose_config(["recipe=debug", "command=train"])
+    with open_dict(cfg):
+        cfg.trainer["async"] = {"max_staleness": 1}
+    assert any(p.startswith("trainer.async: unknown key; did you mean 'asynchronous'?") for p in config_problems(cfg))
+
+
+def test_composing_a_config_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """compose_config() names a fresh run folder without creating it: whatever writes the run creates it."""
+    import tempfile
+
+    from agentforge.builders import prepare_run_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    first, second = compose_config(["recipe=debug"]), compose_config(["recipe=debug"])
+    assert list(tmp_path.iterdir()) == []
+    assert first.run_dir != second.run_dir and Path(first.run_dir).parent == tmp_path
+    assert Path(first.run_dir).name.startswith("agentforge-")
+    assert prepare_run_dir(first).is_dir() and (Path(first.run_dir) / "config.yaml").exists()
 
 
 def test_keys_whose_defaults_interpolate_hydra_can_be_overridden(tmp_path):

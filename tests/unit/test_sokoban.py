@@ -305,3 +305,25 @@ def test_solver_works_from_the_current_state_mid_episode() -> None:
     assert actions is not None
     results = [env.step(a) for a in actions]
     assert results[-1].won
+
+
+def test_show_positions_adds_coordinates_and_the_expert_thinks_about_them():
+    from agentforge.envs.sokoban import positions_line, relation
+    from agentforge.tasks import TaskSampler
+    from agentforge.training.sft import expert_response
+
+    plain_env, env = SokobanEnv(num_gen_steps=5), SokobanEnv(num_gen_steps=5, show_positions=True)
+    task = TaskSampler("sokoban", "eval").sample(1)[0]
+    shown, hidden = env.reset(task), plain_env.reset(task)
+    assert shown.anchor == hidden.anchor and shown.text.startswith(hidden.text)  # same state, one more line
+    state = env.state
+    (box,), (target,) = state.boxes, state.room.targets
+    assert shown.text.endswith(positions_line(state))
+    assert f"Box: row {box[0] + 1}, column {box[1] + 1}" in shown.text
+    assert relation((2, 2), (1, 4)) == "the target is 1 up and 2 right of the box"
+    assert relation((3, 3), (3, 3)) == "the box is on the target"
+    thought = env.expert_thought("up")
+    assert f"the target at row {target[0] + 1}, column {target[1] + 1}" in thought and thought.endswith("up.")
+    assert plain_env.expert_thought("up") is None  # without positions: the generic thought
+    assert expert_response("up", thought) == f"<think>{thought}</think><action>up</action>"
+    assert expert_response("up") == "<think>Next move: up.</think><action>up</action>"

@@ -58,6 +58,31 @@ def test_rejection_by_token_sequence_and_geometric_mean():
     assert geometric.metrics["rollout/rejected_sequence_fraction"] == 0.0
 
 
+def test_verl_k1_rejection_names_bound_the_inverse_ratio_and_clamp_each_token():
+    """verl's token_k1 / seq_sum_k1 / seq_mean_k1 (since its PR #4511) bound π_engine/π_old, the inverse of the
+    older names' π_old/π_engine: the same asymmetric band keeps other tokens; each token's log-ratio is clamped to
+    ±20 before a sequence's sum or mean."""
+    learner, engine, masks = [logs(1.0, 1.5, 0.6)], [np.zeros(3)], [np.ones(3, bool)]
+    band = {"rejection_low": 0.8, "rejection_high": 2.0}
+    old = rollout_correction(learner, engine, masks, CorrectionSpec(rejection="token", **band))
+    k1 = rollout_correction(learner, engine, masks, CorrectionSpec(rejection="token_k1", **band))
+    assert old.keep[0].tolist() == [True, True, False]  # π_old/π_engine = 1, 1.5, 0.6
+    assert k1.keep[0].tolist() == [True, False, True]  # π_engine/π_old = 1, 0.67, 1.67
+    clamped = [np.array([-30.0, 25.0])]  # log-ratios engine - learner: 30 and -25, clamped to 20 and -20
+    for name, kept in (("seq_sum_k1", True), ("seq_mean_k1", True), ("sequence", False), ("geometric", False)):
+        out = rollout_correction(clamped, [np.zeros(2)], [np.ones(2, bool)], CorrectionSpec(rejection=name, **band))
+        assert out.keep[0].all() == kept and out.keep[0].any() == kept, name  # unclamped: sum -5, mean -2.5
+    mean = rollout_correction([logs(1.0, 0.3)], [np.zeros(2)], [np.ones(2, bool)],
+                              CorrectionSpec(rejection="seq_mean_k1", **band))  # π_e/π_old 1 and 3.33: mean 1.83
+    assert mean.keep[0].all() and mean.metrics["rollout/rejected_sequence_fraction"] == 0.0
+    summed = rollout_correction([logs(1.0, 0.3)], [np.zeros(2)], [np.ones(2, bool)],
+                                CorrectionSpec(rejection="seq_sum_k1", **band))  # product 3.33 > 2
+    assert not summed.keep[0].any() and summed.metrics["rollout/rejected_sequence_fraction"] == 1.0
+    assert LearnerConfig.from_mapping({"old_logprobs": "recompute", "rollout_correction": {
+        "rejection": "seq_mean_k1", "rejection_threshold": 2.0}}).validate().correction_spec().rejection == \
+        "seq_mean_k1"
+
+
 def test_non_loss_tokens_never_count():
     learner, engine = [logs(50.0, 1.0)], [np.zeros(2)]
     out = rollout_correction(learner, engine, [np.array([False, True])],
@@ -212,8 +237,10 @@ def test_bad_objective_options_name_the_key_and_the_fix(values, message):
 
 
 def test_policy_loss_defaults_fill_the_clip_and_aggregation():
-    gspo = LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}).objective_spec()
-    assert (gspo.clip.eps_low, gspo.clip.eps_high, gspo.agg_mode) == (3e-4, 4e-4, "seq-mean-token-mean")
+    gspo_cfg = LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}})
+    gspo = gspo_cfg.objective_spec()  # KL and entropy token-mean (verl's loss_agg_mode default); GSPO's own term
+    assert (gspo.clip.eps_low, gspo.clip.eps_high, gspo.agg_mode) == (3e-4, 4e-4, "token-mean")
+    assert gspo_cfg.loss.policy_aggregation() == "seq-mean-token-mean"
     vanilla = LearnerConfig().objective_spec()
     assert (vanilla.clip.eps_low, vanilla.clip.eps_high, vanilla.clip.clip_ratio_c) == (0.2, 0.28, 3.0)
     assert vanilla.agg_mode == "token-mean"
@@ -233,3 +260,7 @@ def test_gspo_on_engine_logprobs_is_warned_about(caplog):
                                                              "old_logprobs": "recompute"}))
         warn_about_the_objective(LearnerConfig())
     assert caplog.text == ""
+    with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
+        warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo", "agg_mode": "token-mean"},
+                                                             "old_logprobs": "recompute"}))
+    assert "aggregates the KL and entropy terms only: gspo's policy term is always seq-mean-token-mean" in caplog.text

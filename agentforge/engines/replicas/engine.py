@@ -333,6 +333,13 @@ class ReplicatedEngine:
                                   "out with stale weights")
         return ray.get(refs)
 
+    def continue_from(self, version: int) -> None:
+        """A resumed run: its first push re-sends the checkpoint's weights, so it takes the version those weights
+        had (`version`, the checkpoint's `engine/version`), and later pushes count on from it."""
+        if self.version:
+            raise AgentforgeError(f"continue_from({version}) after {self.version} push(es): call it before the first")
+        self.version = max(0, int(version) - 1)
+
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Push tensors held in this process to every replica: one version more."""
         import ray

@@ -62,8 +62,10 @@ def graph() -> Any:
 async def run(task: Any, base_url: str, api_key: str) -> dict[str, Any]:
     from openai import AsyncOpenAI
 
+    from agentforge.gateway.examples.client import http_client
+
     episode = SearchTask(task)
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, http_client=http_client())
     try:
         start = {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": episode.question}],
                  "calls": 0, "client": client, "episode": episode}

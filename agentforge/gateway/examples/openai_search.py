@@ -13,8 +13,10 @@ MAX_CALLS = 6
 async def run(task: Any, base_url: str, api_key: str) -> dict[str, Any]:
     from openai import AsyncOpenAI
 
+    from agentforge.gateway.examples.client import http_client
+
     episode = SearchTask(task)
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, http_client=http_client())
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": episode.question}]
     try:

@@ -10,7 +10,17 @@ efficient RL framework secretly brings you off-policy RL training", fengyao.noti
   for every token of the sequence.
 - MIS (masked importance sampling / rejection): tokens or whole sequences whose weight leaves [C_low, C_high] are
   dropped from the loss (and from its normalisers). `token`: per token; `sequence`: the product ratio; `geometric`:
-  the geometric mean exp(mean log w), which does not grow with length.
+  the geometric mean exp(mean log w), which does not grow with length. These bound w = π_old/π_e, verl's names
+  before its rollout-correction rework (PR #4511). verl's names since then are accepted too, with verl's meaning:
+  `token_k1`, `seq_sum_k1`, `seq_mean_k1` bound the inverse ratio π_e/π_old (the k1 statistic log π_e − log π_old),
+  each token's log-ratio clamped to ±20 before the sum or mean. With symmetric bounds (C_low = 1/C_high, the
+  default) the two spellings keep the same tokens (up to the clamp); with asymmetric ones they differ.
+
+A rejected sequence leaves the loss and its normalisers: under the seq-mean modes the mean is over the kept
+sequences (verl's worker divides by the batch's nominal size instead). A turn the engine sampled far off the
+learner says nothing about the kept ones, so it should not shrink their step: the update's size then does not depend
+on how many turns were rejected, as token-mean's does not depend on how many tokens were (its mean is over kept
+tokens in both).
 
 Everything here is data prepared once per update, before the first optimizer step (numpy, per sample).
 """
@@ -23,6 +33,9 @@ import numpy as np
 
 IS_LEVELS = ("token", "sequence")
 REJECTION_LEVELS = ("token", "sequence", "geometric")
+# verl's names since PR #4511 -> the level they reject at; their bounds are on π_e/π_old (the inverse of the above)
+K1_REJECTION = {"token_k1": "token", "seq_sum_k1": "sequence", "seq_mean_k1": "geometric"}
+LOG_RATIO_CLAMP = 20.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,25 @@ def mismatch_metrics(learner: list[np.ndarray], engine: list[np.ndarray], masks:
     }
 
 
+def rejection_keep(d: np.ndarray, m: np.ndarray, spec: CorrectionSpec) -> np.ndarray:
+    """Which tokens MIS keeps, from d = log π_old − log π_e per token (0 off the loss tokens `m`)."""
+    n = int(m.sum())
+    k1 = K1_REJECTION.get(str(spec.rejection))
+    if k1 is not None:  # verl's k1 names: bounds on π_e/π_old in log space, each token's log-ratio clamped first
+        r = np.where(m, np.clip(-d, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0)
+        low, high = np.log(spec.rejection_low), np.log(spec.rejection_high)
+        if k1 == "token":
+            return (r >= low) & (r <= high)
+        stat = r.sum() if k1 == "sequence" else r.sum() / n
+        return np.full(d.shape, bool(low <= stat <= high))
+    if spec.rejection == "token":
+        w_tok = np.exp(np.clip(d, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+        return (w_tok >= spec.rejection_low) & (w_tok <= spec.rejection_high)
+    level = d.sum() if spec.rejection == "sequence" else d.sum() / n
+    w_seq = float(np.exp(np.clip(level, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)))
+    return np.full(d.shape, spec.rejection_low <= w_seq <= spec.rejection_high)
+
+
 def rollout_correction(learner: list[np.ndarray], engine: list[np.ndarray], masks: list[np.ndarray],
                        spec: CorrectionSpec) -> Correction:
     """IS weights and rejection masks for each sample's response tokens (`masks`: its loss tokens)."""
@@ -77,14 +109,7 @@ def rollout_correction(learner: list[np.ndarray], engine: list[np.ndarray], mask
         n = int(m.sum())
         kept = m.copy()
         if spec.rejection and n:
-            if spec.rejection == "token":
-                w_tok = np.exp(np.clip(d, -20, 20))
-                kept &= (w_tok >= spec.rejection_low) & (w_tok <= spec.rejection_high)
-            else:
-                level = d.sum() if spec.rejection == "sequence" else d.sum() / n
-                w_seq = float(np.exp(np.clip(level, -20, 20)))
-                if not spec.rejection_low <= w_seq <= spec.rejection_high:
-                    kept[:] = False
+            kept &= rejection_keep(d, m, spec)
             rejected_tokens += int(n - kept.sum())
             rejected_seqs += int(n > 0 and not kept.any())
         seqs += int(n > 0)

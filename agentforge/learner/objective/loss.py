@@ -13,7 +13,7 @@ import torch
 
 from agentforge.learner.objective.aggregate import Normalizer, aggregate, token_weights
 from agentforge.learner.objective.kl import k3, kl_estimate
-from agentforge.learner.objective.policy import POLICY_LOSSES, ClipParams
+from agentforge.learner.objective.policy import POLICY_AGGREGATION, POLICY_LOSSES, ClipParams
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class ObjectiveSpec:
 
     policy_loss: str = "vanilla"
     clip: ClipParams = ClipParams(0.2, 0.28)
-    agg_mode: str = "token-mean"
+    agg_mode: str = "token-mean"  # every term's, except a policy term with its own (POLICY_AGGREGATION: GSPO)
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     kl_clamp: float = 10.0
@@ -67,13 +67,16 @@ def policy_objective(
     if norm is None:
         norm = Normalizer(max(count, 1), float(local_seq.unique().numel()) if count else 1.0, 1.0)
     weights = token_weights(spec.agg_mode, local_seq, norm) if count else logp.new_zeros(0)
+    policy_mode = POLICY_AGGREGATION.get(spec.policy_loss, spec.agg_mode)
+    policy_weights = weights if policy_mode == spec.agg_mode or not count else \
+        token_weights(policy_mode, local_seq, norm)
 
     terms = POLICY_LOSSES.get(spec.policy_loss)(logp, old, adv, local_seq, spec.clip)
     token_loss = terms.loss
     weight = pick(is_weights)
     if weight is not None:
         token_loss = token_loss * weight.detach().float()
-    loss = aggregate(token_loss, weights)
+    loss = aggregate(token_loss, policy_weights)
 
     kl_ref = None
     if ref_logp is not None:

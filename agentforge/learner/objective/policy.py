@@ -11,7 +11,8 @@ old_logp, ±log_ratio_clamp)).
 - gspo (Zheng et al. 2025, arXiv 2507.18071; verl's "GSPO-token" form): s_i = exp(mean_t log ρ_t) over the
   sequence, s_{i,t} = sg(s_i)·π_θ(y_t)/sg(π_θ(y_t)) (value s_i, per-token gradient), ℓ = max(−A s, −A clip(s, 1−ε,
   1+ε)) with its own small ε (paper: 3e-4 / 4e-4). With one advantage per sequence (every turn sample here) its
-  gradient equals the sequence-level GSPO's. No dual clip (as verl).
+  gradient equals the sequence-level GSPO's. No dual clip, and its policy term is always aggregated
+  seq-mean-token-mean (both as verl: POLICY_AGGREGATION).
 - cispo (MiniMax-M1, arXiv 2506.13585): ℓ = −sg(clip(ρ, 1−ε_low, 1+ε_high))·A·log π_θ: the IS weight is clipped and
   detached, so every token keeps a gradient (PPO's clip zeroes it). Default ε_low 10 (no lower bound) and ε_high 0.2,
   verl's example.
@@ -51,9 +52,12 @@ class PolicyTerms:
 PolicyLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, ClipParams], PolicyTerms]
 POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 ALIASES = {"gpg": "reinforce"}
-# (eps_low, eps_high) when the config leaves them null, and the aggregation each loss is defined with
+# (eps_low, eps_high) when the config leaves them null
 CLIP_DEFAULTS = {"vanilla": (0.2, 0.28), "gspo": (3e-4, 4e-4), "cispo": (10.0, 0.2), "reinforce": (0.0, 0.0)}
-DEFAULT_AGGREGATION = {"gspo": "seq-mean-token-mean"}
+# Losses whose policy term has its own aggregation whatever `loss.agg_mode` says (verl's compute_policy_loss_gspo
+# aggregates seq-mean-token-mean: GSPO's ratio is a sequence's, so each sequence counts once); agg_mode still
+# aggregates their KL and entropy terms.
+POLICY_AGGREGATION = {"gspo": "seq-mean-token-mean"}
 
 
 def canonical_policy_loss(name: str) -> str:
