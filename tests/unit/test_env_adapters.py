@@ -396,3 +396,11 @@ def test_verifiers_env_built_on_a_thread_leaves_the_signal_handlers_alone() -> N
     thread.join()
     assert built and (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     built[0].close()
+
+
+def test_textarena_refuses_games_needing_a_download_or_a_key(monkeypatch) -> None:
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"'Wordle-v0' needs nltk's 'words' data"):
+        make_env("textarena", {"id": "Wordle-v0"})
+    with pytest.raises(ConfigError, match=r"'TwentyQuestions-v0' calls a hosted model and needs its key.*OPENROUTER"):
+        make_env("textarena", {"id": "TwentyQuestions-v0"})
