@@ -81,5 +81,8 @@ def check_env(name: str) -> bool:
     except AgentforgeError as error:  # a missing extra or data: say which, keep checking the others
         print(f"{name}: unavailable: {error}")
         return False
+    except Exception as error:  # noqa: BLE001  (a bug in one env must not hide the others' results)
+        print(f"{name}: failed: {type(error).__name__}: {error}")
+        return False
     print(f"{name}: ok ({steps} random steps, {time.monotonic() - started:.1f} s)")
     return True

@@ -108,17 +108,17 @@ class ServeServer(GatewayServer):
 class ServeHandler(CallHandler):
     """The gateway's handler, with the request's own temperature / top_p applied."""
 
-    def chat(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def chat(self, session: Session, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
         _request.body = body
         try:
-            return super().chat(session, body)
+            return super().chat(session, body, *args, **kwargs)  # (the request's headers, where the server passes them)
         finally:
             _request.body = None
 
-    def completion(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+    def completion(self, session: Session, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
         _request.body = body
         try:
-            return super().completion(session, body)
+            return super().completion(session, body, *args, **kwargs)
         finally:
             _request.body = None
 

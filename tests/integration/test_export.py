@@ -168,6 +168,9 @@ def test_the_folder_is_self_contained_with_the_runs_sampling_and_card(runs):
     assert "| iterations trained | 1 of 1 |" in card and "| episodes trained | 4 |" in card
     assert "| iteration 0 | 4 |" in card and "| iteration 1 | 4 |" in card  # the eval table, with intervals
     assert "% [0.0%, " in card and "changed within noise" in card
+    summary = json.loads((runs["lora"] / "summary.json").read_text())
+    for record in summary.get("verdicts") or []:  # the paired verdicts, where the trainer writes them
+        assert f"- {record['text']}" in card
     assert "learner.lora` | rank 16" in card and "| agentforge | 0.1.0 |" in card
     command = card.split("```bash\n")[1].split("\n")[0]
     assert command.startswith("agentforge train recipe=debug engine=hf") and "learner.lora.enabled=true" in command
