@@ -375,3 +375,32 @@ def test_textarena_check_options_refuses_a_missing_opponent_model_folder(tmp_pat
     with pytest.raises(ConfigError, match="is not an HF model folder"):
         TextArenaEnv.check_options({"id": "TicTacToe-v0", "opponent": "model", "opponent_model": str(tmp_path)},
                                    ["train"])
+
+
+def test_every_adapter_has_a_prompt_template() -> None:
+    from agentforge.agent.prompts import prompt_for
+
+    for name in ("gym", "gem", "textarena", "reasoning_gym", "verifiers"):
+        assert prompt_for(name).action_tag == "action"
+
+
+def test_verifiers_env_built_on_a_thread_leaves_the_signal_handlers_alone() -> None:
+    import signal
+    import threading
+
+    pytest.importorskip("verifiers")
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    built: list = []
+    thread = threading.Thread(target=lambda: built.append(make_env("verifiers", {})))  # as an env worker does
+    thread.start()
+    thread.join()
+    assert built and (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    built[0].close()
+
+
+def test_textarena_refuses_games_needing_a_download_or_a_key(monkeypatch) -> None:
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match=r"'Wordle-v0' needs nltk's 'words' data"):
+        make_env("textarena", {"id": "Wordle-v0"})
+    with pytest.raises(ConfigError, match=r"'TwentyQuestions-v0' calls a hosted model and needs its key.*OPENROUTER"):
+        make_env("textarena", {"id": "TwentyQuestions-v0"})

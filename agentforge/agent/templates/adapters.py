@@ -1,4 +1,4 @@
-"""Prompts of the library adapters (agentforge.envs.adapters): gym, gem, textarena, reasoning_gym.
+"""Prompts of the library adapters (agentforge.envs.adapters): gym, gem, textarena, reasoning_gym, verifiers.
 
 The libraries' observations are their own text; the templates only frame them. GEM states the task in the first
 observation only (later ones answer the last move), so its template repeats that first observation (`intro`) in
@@ -69,4 +69,15 @@ REASONING_GYM = PROMPTS.register("reasoning_gym")(PromptTemplate(
           "inside <action> </action>, for example <think>2 + 3 is 5.</think><action>5</action>"),
     few_shot=[{"role": "user", "content": "Problem:\nCalculate 4 + 3."},
               {"role": "assistant", "content": "<think>4 + 3 = 7.</think><action>7</action>"}],
+))
+
+VERIFIERS = PROMPTS.register("verifiers")(IntroTemplate(
+    system="You solve a task in a conversation with an environment. Read the task, then reply one turn at a time.",
+    turn=("Your last {history_length} replies and the environment's answers:\n{history}\n\n"
+          "Environment (step {step}):\n{observation}\n\n"
+          f"{THINK_THEN_ACT}; the action is your reply to the environment, for example <think>It said higher "
+          "than 5.</think><action>7</action>"),
+    history_item="[Environment {index}]\n{observation}\n[Your reply {index}] {action}",
+    few_shot=[{"role": "user", "content": "Guess a number from 1 to 10. 5 is wrong: the number is higher."},
+              {"role": "assistant", "content": "<think>Higher than 5: try 8.</think><action>8</action>"}],
 ))

@@ -67,6 +67,16 @@ def make_textarena(env_id: str, kwargs: dict[str, Any]) -> Any:
                           error) from None
     except ImportError as error:
         raise ConfigError(f"env {NAME!r}: TextArena game {env_id!r} cannot be imported: {error}") from None
+    except LookupError as error:  # nltk data the game loads at construction
+        found = re.search(r"Resource '?(\w+)'? not found", str(error))
+        resource = found.group(1) if found else "its"
+        raise ConfigError(f"env {NAME!r}: {env_id!r} needs nltk's {resource!r} data (a download): run `python -m "
+                          f"nltk.downloader {resource}` where the hub is reachable, or choose another id") from None
+    except ValueError as error:
+        if "API key" in str(error) or "API_KEY" in str(error):  # games that call a hosted model (OpenRouter)
+            raise ConfigError(f"env {NAME!r}: {env_id!r} calls a hosted model and needs its key and the network: "
+                              f"{error}; refused at start") from None
+        raise
 
 
 def random_move(observation: str, rng: random.Random) -> str:

@@ -22,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import queue
+import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from agentforge.envs.adapters.common import check_action_format, import_library
@@ -43,6 +45,26 @@ def _vf() -> Any:
     return import_library("verifiers", EXTRA, NAME)
 
 
+_SIGNAL_LOCK = threading.Lock()
+
+
+@contextmanager
+def keep_signal_handlers() -> Iterator[None]:
+    """Build a verifiers env without letting it take over SIGINT/SIGTERM.
+
+    verifiers' `Environment.__init__` installs process-wide handlers (SIGTERM: teardown then `exit(143)`), which
+    raises outside the main thread (env workers build envs on threads) and would replace the trainer's own
+    preemption handling. The handlers stay the process's; the env's teardown still runs at exit (its atexit hook).
+    """
+    with _SIGNAL_LOCK:
+        install = signal.signal
+        signal.signal = lambda signum, handler: signal.getsignal(signum)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            signal.signal = install
+
+
 def load_environment(entry: str | None, args: dict[str, Any]) -> Any:
     """The user's verifiers env from `pkg.module:load_environment` (called with `env.args`)."""
     if not entry or ":" not in entry:
@@ -55,7 +77,8 @@ def load_environment(entry: str | None, args: dict[str, Any]) -> Any:
     except (ImportError, AttributeError) as error:
         raise ConfigError(f"env {NAME!r}: entry {entry!r} cannot be loaded ({error})") from None
     try:
-        env = factory(**args)
+        with keep_signal_handlers():
+            env = factory(**args)
     except TypeError as error:
         raise ConfigError(f"env {NAME!r}: {entry} does not take args {sorted(args)} ({error})") from None
     if not isinstance(env, vf.MultiTurnEnv):
