@@ -8,10 +8,10 @@ update the learner refuses pushes nothing and makes no version, `training/update
 `engine.interrupt_tokens` a push also lands inside a generate call (`engines/replicas/interruptible.py`); a turn that
 spans versions lists them (`policy_version_switches`) and counts as its oldest for the bound.
 
-The bound (AReaL's): batch b (0-based) may start only once the learner has finished b − k iterations, so at most k
-pushes (one per iteration at most) separate the weights that sampled any turn of batch b from those that train it: at
-most k versions old, refused updates or not. A group holding a turn older than that (only possible after a fault) is
-dropped and counted, never trained silently.
+The bound (AReaL's): batch b (0-based) may start only once the learner has finished b − k iterations, so at most
+k pushes (one per iteration at most) separate the weights that sampled any turn of batch b from those that train
+it: at most k versions old, refused updates or not. A group holding a turn older than that (only possible after a
+fault) is dropped and counted, never trained silently.
 
 Evaluation and checkpoints pause the producer between batches (`paused()`); a checkpoint keeps the batches played
 and not yet trained, so a resumed run loses no complete group and trains each of them at the version it would have
