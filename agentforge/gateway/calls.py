@@ -116,8 +116,8 @@ class CallHandler:
         key, retried, idempotency = request_identity(body, headers)
         forced = None
         if must_call is not None and self.expert is None:  # the engine opens the reply with the tool call's tag
-            forced = InterventionSpec("force_sequence", {"sequence": self.renderer.encode(
-                forced_call_prefix(must_call)), "after_tokens": 0})
+            opening = self.renderer.encode_marked(self.renderer.escape(forced_call_prefix(must_call)))
+            forced = InterventionSpec("force_sequence", {"sequence": opening, "after_tokens": 0})
         with session.lock:
             session.check_open()
             replayed = self._replay(session, key, retried, idempotency)
