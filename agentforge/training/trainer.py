@@ -305,6 +305,8 @@ class Trainer:
         else:  # e.g. dynamic sampling found no group with signal within its rounds
             learner_metrics = {"skipped": 1.0, "samples": 0.0, "tokens": 0.0}
         async_metrics.update(lag_clip_fractions(learner_metrics))
+        # the learner's other raw counts (summed over micro-batches and ranks) are logged by their plain names
+        learner_metrics = {k.removeprefix("count/"): v for k, v in learner_metrics.items()}
         t_update = time.perf_counter() - t0 + t_prepare
 
         self._engine_wake()
