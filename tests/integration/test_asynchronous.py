@@ -34,7 +34,10 @@ def bandit_config(tmp_path, k: int, *overrides: str):
     the learner before the update, behaviour -> proximal weights truncated)."""
     return letter_bandit.bandit_config(
         tmp_path, "engine.replicas=1", "engine.replica_cpus=1", f"trainer.asynchronous.max_staleness={k}",
-        "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token", *overrides)
+        "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token",
+        # every sample computed, so the per-lag token counts cover every loss token (with the skip on they cover
+        # the computed ones: docs/learner.md)
+        "learner.skip_zero_advantage=false", *overrides)
 
 
 # Staler data learns less per update: with k = 2 (every batch two versions old, rollout being far faster than the
