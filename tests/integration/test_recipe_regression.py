@@ -10,9 +10,9 @@ amx_bf16): against the first record the token ids, rewards and advantages were i
 prefix trees became the default (`learner.sharing=prefix`: the warm start's SFT computes shared prefixes once, which
 changes fp32 rounding, and the recipe's aggressive SFT (lr 3e-2, 6 epochs) amplifies it): token ids, rewards and
 advantages identical, engine log-probs within 1.44e-2, the loss within 9e-6 relative. Every dtype is pinned to
-float32, so the record does not depend on the CPU's bf16 support. Tolerances: token ids exactly; engine log-probs 5e-3 absolute and advantages 1e-5 (float32
-kernels differ slightly between CPU kinds: 2.04e-3 between the two records' machines); the loss 1e-3 relative (it
-sums many such terms).
+float32, so the record does not depend on the CPU's bf16 support. Tolerances: token ids exactly; engine log-probs
+5e-3 absolute and advantages 1e-5 (float32 kernels differ slightly between CPU kinds: 2.04e-3 between the two
+records' machines); the loss 1e-3 relative (it sums many such terms).
 """
 
 from __future__ import annotations
