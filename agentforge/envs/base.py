@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentforge.registry import Registry
@@ -50,6 +51,24 @@ def make_env(name: str, options: dict[str, Any] | None = None) -> Env:
     import agentforge.envs  # noqa: F401  (registers the built-in envs)
 
     return ENVS.get(name)(**(options or {}))
+
+
+def check_env_class(env_class: Any, label: str, options: dict[str, Any], splits: Sequence[str]) -> None:
+    """An env class accepts these options and (when it says how) has data for `splits`; `label` names it in the
+    error (e.g. "env 'sokoban'", or "env.envs.sokoban: env 'sokoban'" for a member of a mix)."""
+    import inspect
+
+    from agentforge.errors import ConfigError
+
+    try:
+        inspect.signature(env_class).bind(**options)
+    except TypeError as error:
+        params = [p for p in inspect.signature(env_class).parameters if p not in ("self", "args", "kwargs")]
+        raise ConfigError(f"{label} does not take these options ({error}); its options are: "
+                          f"{', '.join(params) or '(none)'}") from None
+    check = getattr(env_class, "check_options", None)
+    if callable(check):
+        check(dict(options), list(splits))
 
 
 def action_executable(result: StepResult) -> bool:

@@ -10,11 +10,10 @@ group-relative advantages never mix envs.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from agentforge.envs.base import ENVS, Env, is_replayable
+from agentforge.envs.base import ENVS, Env, check_env_class, is_replayable
 from agentforge.errors import ConfigError
 from agentforge.tasks import MIX, mix_members
 from agentforge.types import Observation, StepResult, Task
@@ -39,16 +38,7 @@ class MixEnv:
     def check_options(cls, options: dict[str, Any], splits: Sequence[str]) -> None:
         """Every member exists, takes its options and has data for the splits (its own checks)."""
         for name, (_, member_options) in mix_members(options.get("envs")).items():
-            env_class = ENVS.get(name)
-            try:
-                inspect.signature(env_class).bind(**member_options)
-            except TypeError as error:
-                params = [p for p in inspect.signature(env_class).parameters if p not in ("self", "args", "kwargs")]
-                raise ConfigError(f"env.envs.{name}: env {name!r} does not take these options ({error}); its "
-                                  f"options are: {', '.join(params) or '(none)'}") from None
-            check = getattr(env_class, "check_options", None)
-            if callable(check):
-                check(dict(member_options), list(splits))
+            check_env_class(ENVS.get(name), f"env.envs.{name}: env {name!r}", member_options, splits)
 
     def member(self, name: str) -> Env:
         if name not in self.members:

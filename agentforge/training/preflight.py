@@ -11,12 +11,9 @@ layout, broken game files are named). Every env's options are also matched again
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from omegaconf import DictConfig
-
-from agentforge.errors import ConfigError
 
 
 def command_splits(cfg: DictConfig) -> list[str]:
@@ -33,18 +30,10 @@ def command_splits(cfg: DictConfig) -> list[str]:
 
 def check_env(name: str, options: dict[str, Any], splits: list[str]) -> None:
     """The env exists, accepts these options, and (when it says how) has data for `splits`."""
+    from agentforge.envs.base import check_env_class
     from agentforge.envs.pool import resolve_env
 
-    env_class = resolve_env(name)
-    try:
-        inspect.signature(env_class).bind(**options)
-    except TypeError as error:
-        params = [p for p in inspect.signature(env_class).parameters if p not in ("self", "args", "kwargs")]
-        raise ConfigError(f"env {name!r} does not take these options ({error}); its options are: "
-                          f"{', '.join(params) or '(none)'}") from None
-    check = getattr(env_class, "check_options", None)
-    if callable(check):
-        check(dict(options), list(splits))
+    check_env_class(resolve_env(name), f"env {name!r}", options, splits)
 
 
 def preflight(cfg: DictConfig) -> None:
