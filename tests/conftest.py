@@ -116,9 +116,6 @@ LONG_TESTS: dict[str, str] = {
     # update refused), while the same test alone, with its own file, or after test_mix_run / the prefix-sharing tests
     # passes. Suspect: the shared in-process engine (engines/shared.py) reused after an earlier run, then a LoRA
     # push of the adapted modules only. The full-model variant stays in `make test`.
-    "tests/integration/test_objective_runs.py::test_kl_to_the_reference_is_zero_at_the_first_rl_step_after_a_warm_start"
-    "[lora]": "order-dependent NaN under the shared engine in the full suite (see the comment above); run alone it "
-              "passes",
     "tests/e2e/test_rollout_cli.py::test_train_sweep_runs_each_job_in_its_own_folder":
         "test_sweep_report.py's tiny sweep runs `train --multirun` into job folders on every `make test`",
 }
