@@ -111,11 +111,6 @@ LONG_TESTS: dict[str, str] = {
         "the in-process ScienceWorld replay stays, and the Ray pool's replay stays for four other envs",
     "tests/integration/test_env_replay.py::test_ray_pool_replays_and_branches_like_in_process"
     "[alfworld_intervention]": "the in-process replay stays, and the Ray pool's replay stays for alfworld",
-    # NOT a plain variant: a known defect to fix (issue 37 note, 2026-12-03). In the full `make test` order this LoRA
-    # run's engine returned NaN log-probs for every token after the warm start's push (old_logprob_nonfinite=256,
-    # update refused), while the same test alone, with its own file, or after test_mix_run / the prefix-sharing tests
-    # passes. Suspect: the shared in-process engine (engines/shared.py) reused after an earlier run, then a LoRA
-    # push of the adapted modules only. The full-model variant stays in `make test`.
     "tests/e2e/test_rollout_cli.py::test_train_sweep_runs_each_job_in_its_own_folder":
         "test_sweep_report.py's tiny sweep runs `train --multirun` into job folders on every `make test`",
 }
