@@ -1,6 +1,6 @@
 """Time-to-success: a fixed short training schedule, its held-out success per training hour, and where the time went.
 
-    python benchmarks/time_to_success.py [--recipe sokoban_demo] [--dtype auto] [extra overrides ...]
+    python benchmarks/time_to_success.py [--recipe R] [--dtype auto] [--run-dir DIR] [--tag T] [overrides ...]
 
 Runs `agentforge train recipe=<recipe>` in a fresh process, then reads the run's metrics.jsonl and summary.json:
 the seconds of each phase (warm start, rollout, learner update, weight sync, eval, the rest: start-up, checkpoints,
@@ -40,13 +40,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="sokoban_demo")
     parser.add_argument("--dtype", default="auto", help="model.dtype: auto | float32 | bfloat16")
+    parser.add_argument("--run-dir", type=Path, default=None,
+                        help="where the run goes (default: a temp dir); kept, with its curves and trajectories")
+    parser.add_argument("--tag", default="", help="appended to the result's name (e.g. seed0) so runs do not overwrite")
     parser.add_argument("overrides", nargs="*", help="extra key=value overrides")
     args = parser.parse_args()
 
     from agentforge.hardware import describe, resolve_dtype
 
-    run_dir = Path(tempfile.mkdtemp(prefix="agentforge-tts-")) / "run"
-    log = run_dir.parent / "log.txt"
+    run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="agentforge-tts-")) / "run"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log = run_dir.parent / f"{run_dir.name}.log"
     command = [sys.executable, "-m", "agentforge.cli", "train", f"recipe={args.recipe}", f"model.dtype={args.dtype}",
                "logger.wandb=false", f"hydra.run.dir={run_dir}", *args.overrides]
     started = time.perf_counter()
@@ -75,7 +79,8 @@ def main() -> None:
     split = ", ".join(f"{k.removeprefix('time/')} {v / 60:.1f}" for k, v in phases.items())
     headline = (f"{per_hour['difference_per_hour']:+.1%}/h [{per_hour['low_per_hour']:+.1%}, "
                 f"{per_hour['high_per_hour']:+.1%}] vs {per_hour['vs']}") if per_hour else "no paired verdict"
-    publish(f"time_to_success_{args.recipe}_{dtype}", report,
+    name = f"time_to_success_{args.recipe}_{dtype}" + (f"_{args.tag}" if args.tag else "")
+    publish(name, report,
             f"time_to_success {args.recipe} {dtype} [{report['hardware']['cpu_kind']}]: {wall / 60:.1f} min wall, "
             f"{train_hours * 60:.1f} min training | success {headline} | minutes: {split}")
 
