@@ -1,0 +1,47 @@
+"""scripts/pooled_verdict.py: several seeds' evals pooled task by task into one paired verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentforge.evaluation.stats import paired_difference
+
+pytestmark = pytest.mark.unit
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pooled_verdict.py"
+
+
+def run_with(tmp_path: Path, name: str, outcomes: dict[str, dict[str, list[bool]]]) -> Path:
+    run = tmp_path / name
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"eval_outcomes": outcomes}))
+    return run
+
+
+def test_two_seeds_pool_each_tasks_outcomes_and_pick_the_last_eval(tmp_path):
+    tasks = [f"t{i}" for i in range(40)]
+    a = run_with(tmp_path, "s0", {"0": {t: [i % 4 == 0] for i, t in enumerate(tasks)},
+                                  "5": {t: [False] for t in tasks},
+                                  "10": {t: [i % 2 == 0] for i, t in enumerate(tasks)}})
+    b = run_with(tmp_path, "s1", {"0": {t: [i % 5 == 0] for i, t in enumerate(tasks)},
+                                  "10": {t: [i % 3 == 0] for i, t in enumerate(tasks)}})
+    out = tmp_path / "verdict.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), "--out", str(out)],
+                          capture_output=True, text=True, check=True)
+    report = json.loads(out.read_text())
+    expected = paired_difference({t: [i % 4 == 0, i % 5 == 0] for i, t in enumerate(tasks)},
+                                 {t: [i % 2 == 0, i % 3 == 0] for i, t in enumerate(tasks)})
+    assert report["pooled"]["difference"] == pytest.approx(expected.difference)
+    assert report["pooled"]["low"] == pytest.approx(expected.low) and report["pooled"]["episodes"] == 80
+    assert report["runs"][str(a)]["after"] == pytest.approx(0.5)  # "last" is iteration 10, not 5
+    assert "pooled over 2 runs" in done.stdout
+
+
+def test_an_eval_a_run_lacks_is_named_with_those_it_has(tmp_path):
+    run = run_with(tmp_path, "s0", {"0": {"t": [True]}, "10": {"t": [True]}})
+    done = subprocess.run([sys.executable, str(SCRIPT), str(run), "--before", "base"], capture_output=True, text=True)
+    assert done.returncode != 0 and "has no eval 'base'; it has 0, 10" in done.stderr
