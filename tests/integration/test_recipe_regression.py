@@ -11,8 +11,10 @@ prefix trees became the default (`learner.sharing=prefix`: the warm start's SFT 
 changes fp32 rounding, and the recipe's aggressive SFT (lr 3e-2, 6 epochs) amplifies it): token ids, rewards and
 advantages identical, engine log-probs within 1.44e-2, the loss within 9e-6 relative. Every dtype is pinned to
 float32, so the record does not depend on the CPU's bf16 support. Tolerances: token ids exactly; engine log-probs
-5e-3 absolute and advantages 1e-5 (float32 kernels differ slightly between CPU kinds: 2.04e-3 between the two
-records' machines); the loss 1e-3 relative (it sums many such terms).
+2e-2 absolute and advantages 1e-5 (float32 kernels differ between CPU kinds, and the aggressive warm start amplifies
+it: 2.04e-3 between the first two records' machines, 7.29e-3 between this record (Intel, AMX) and an AMD EPYC with
+AVX512-BF16 and no AMX, 2026-12-04, with the same token ids; a changed rollout changes the ids or moves log-probs by
+far more); the loss 1e-3 relative (it sums many such terms).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def test_one_iteration_matches_the_record(algorithm, tmp_path):
         for ta, tb in zip(a["turns"], b["turns"], strict=True):
             assert ta["prompt_ids"] == tb["prompt_ids"], i
             assert ta["response_ids"] == tb["response_ids"], i
-            assert ta["logprobs"] == pytest.approx(tb["logprobs"], abs=5e-3), i
+            assert ta["logprobs"] == pytest.approx(tb["logprobs"], abs=2e-2), i
             assert ta["reward"] == pytest.approx(tb["reward"], abs=1e-9), i
     assert got["advantages"] == pytest.approx(expected["advantages"], abs=1e-5)
     assert got["loss"] == pytest.approx(expected["loss"], rel=1e-3, abs=1e-6)
