@@ -15,11 +15,13 @@ demo: setup
 
 # `make test` leaves out the `long` variants (tests/conftest.py LONG_TESTS: each names the test that keeps its path
 # here); `make test-long` runs only them, on a schedule. The suite prints its 15 slowest files at the end.
+# Files run in parallel (pytest-xdist, `--dist loadfile`: a file's tests share its module fixtures in one worker), one
+# worker per core as memory allows (tests/conftest.py; PYTEST_XDIST_AUTO_NUM_WORKERS=1: one file at a time).
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not long" --durations=25
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not long" -n auto --dist loadfile --durations=25
 
 test-long: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m long --durations=0
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -n auto --dist loadfile --durations=0
 
 test-unit: setup
 	$(BIN)/python -m pytest -q -m unit

@@ -10,6 +10,7 @@ extend another by name (`defaults: [gigpo_sokoban, _self_]`). A recipe always co
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -63,12 +64,29 @@ def register_recipes(files: Iterable[Path] = ()) -> dict[str, Path]:
     recipes.update({Path(f).stem: Path(f) for f in files})
     store = ConfigStore.instance()
     for name, path in recipes.items():
-        try:
-            node = OmegaConf.load(path)
-        except Exception as error:
-            raise ConfigError(f"recipe {path} is not valid YAML: {error}") from error
-        store.store(group="recipe", name=name, node=node, package="_global_", provider="agentforge")
+        stat = path.stat()
+        version = (str(path), stat.st_mtime_ns, stat.st_size)
+        store.store(group="recipe", name=name, node=_load_recipe(*version), package="_global_", provider="agentforge")
+        _registered[name] = version
     return recipes
+
+
+_registered: dict[str, tuple[str, int, int]] = {}  # recipe name -> (file, mtime, size) as last put in the store
+
+
+def registered_recipes() -> tuple[tuple[str, tuple[str, int, int]], ...]:
+    """What the store's `recipe` group holds, by file version: equal values compose equal configs."""
+    return tuple(sorted(_registered.items()))
+
+
+@functools.lru_cache(maxsize=512)
+def _load_recipe(path: str, mtime_ns: int, size: int) -> DictConfig:
+    """A recipe file parsed once per version of it: every compose registers all recipes, and parsing ~50 YAML files
+    was half of a compose's time (the suite composes thousands of configs). Hydra's store keeps its own copy."""
+    try:
+        return OmegaConf.load(path)
+    except Exception as error:
+        raise ConfigError(f"recipe {path} is not valid YAML: {error}") from error
 
 
 def recipe_file_override(overrides: list[str]) -> tuple[list[str], list[Path]]:

@@ -238,6 +238,13 @@ class VLLMEngine:
             # Without OMP_NUM_THREADS vLLM's CPU engine drops torch to ONE thread for the whole process (halving
             # rollout and learner speed on 2 cores): keep torch's own default unless the user chose.
             os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+        if in_process:
+            # One in-process vLLM engine at a time: vLLM's parallel state is process-wide, and closing a second
+            # engine tears it down under the first (`pipeline model parallel group is not initialized`). A shared
+            # engine (the test suite's, agentforge.engines.shared) is closed first; outside the suite none is cached.
+            from agentforge.engines.shared import close_shared
+
+            close_shared()
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
         self.block_size = resolved_block_size(block_size, self.on_gpu)  # None: vLLM's (GPU)
         with preserved_global_rng(), _modules_vllm_cannot_scan_hidden():

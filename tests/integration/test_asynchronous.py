@@ -173,11 +173,13 @@ def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path,
     assert all(r["train/samples"] > 0 for r in rows)
 
 
-def test_grpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_runtime, tmp_path):
+def test_gigpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_runtime, tmp_path):
     """`engine.interrupt_tokens`: the replica generates in 4-token chunks and takes each push between two; a turn
-    that spans versions lists them, counts as its oldest for the bound, and is trained like any other."""
+    that spans versions lists them, counts as its oldest for the bound, and is trained like any other. GiGPO (anchor
+    groups over the episodes' states) with rollout one version ahead: the group algorithms' asynchronous path in
+    `make test` (TJPO and T2PO are its `long` variants above)."""
     cfg = compose_config([
-        "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=grpo",
+        "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=gigpo",
         "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_every=0",
         "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=2",
         "agent.sampling.max_new_tokens=48", "env.dim_room=[6,6]", "env.max_steps=4", "engine.replicas=1",
@@ -187,6 +189,7 @@ def test_grpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_ru
     Trainer(cfg).fit()
     rows = [r for r in metric_rows(tmp_path) if "async/staleness_max" in r]
     assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 and r["train/samples"] > 0 for r in rows)
+    assert sum(r["async/turns_lag_1"] for r in rows) > 0  # rollout really ran a version ahead
     turns = [turn for path in iteration_files(tmp_path).values() for record in read_records(path)
              for turn in record["turns"]]
     spanning = [t for t in turns if t["info"].get("policy_version_switches")]

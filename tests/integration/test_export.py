@@ -39,6 +39,20 @@ def run_cli(*args: str, cwd: Path, timeout: int = 600, env: dict | None = None) 
     return subprocess.run([*AGENTFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def cli_in_process(capsys, *args: str) -> tuple[int, str]:
+    """`agentforge <args>` through the CLI's own `main` in this process: its exit status and stderr. For refusals,
+    which need no process of their own (each subprocess start costs seconds of imports); the exports that write
+    a model run as real CLI processes."""
+    from agentforge.cli import main
+
+    capsys.readouterr()
+    try:
+        status = main(list(args))
+    except SystemExit as stop:
+        status = int(stop.code or 0)
+    return status, capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     """A full-weight and a LoRA run (about a minute each), each exported by the CLI into <run>/export/iter_000001."""
@@ -201,7 +215,7 @@ def test_adapter_only_and_another_dtype(runs, tmp_path):
     assert {t.dtype for t in load_file(str(full / "model.safetensors")).values()} == {torch.bfloat16}
 
 
-def test_bad_input_is_refused_by_name_with_the_fix(runs, tmp_path):
+def test_bad_input_is_refused_by_name_with_the_fix(runs, tmp_path, capsys):
     import shutil
 
     (tmp_path / "stuff").mkdir()
@@ -223,9 +237,10 @@ def test_bad_input_is_refused_by_name_with_the_fix(runs, tmp_path):
         ([str(export_dir(runs["full"]))], 1, "is already an exported model"),
     ]
     for args, status, message in cases:
-        done = run_cli("export", *args, cwd=tmp_path, timeout=120)
-        assert done.returncode == status and message in done.stderr, (args, done.stderr[-2000:])
-    assert "base=<HF folder" in run_cli("export", str(moved), cwd=tmp_path, timeout=120).stderr
+        got, stderr = cli_in_process(capsys, "export", *args)
+        assert got == status and message in stderr, (args, stderr[-2000:])
+    assert "base=<HF folder" in cli_in_process(capsys, "export", str(moved))[1]
+    assert not (tmp_path / "a").exists() and [p.name for p in (tmp_path / "stuff").iterdir()] == ["notes.txt"]
     done = run_cli("export", str(moved), f"base={base}", f"out={tmp_path / 'rebased'}", cwd=tmp_path)
     assert done.returncode == 0 and (tmp_path / "rebased" / "model.safetensors").is_file(), done.stderr[-2000:]
 
