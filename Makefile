@@ -17,8 +17,11 @@ demo: setup
 # here); `make test-long` runs only them, on a schedule. The suite prints its 15 slowest files at the end.
 # Files run in parallel (pytest-xdist, `--dist loadfile`: a file's tests share its module fixtures in one worker), one
 # worker per core as memory allows (tests/conftest.py; PYTEST_XDIST_AUTO_NUM_WORKERS=1: one file at a time).
+# The `serial` tests push the whole machine (Ray's memory monitor near the memory limit): they run alone, after.
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not long" -n auto --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not long and not serial" -n auto --dist loadfile --durations=25
+	AGENTFORGE_TEST_DURATIONS=.test-file-durations-serial.json $(BIN)/python -m pytest -q -p no:cacheprovider \
+		-m "serial and not long"
 
 test-long: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m long -n auto --dist loadfile --durations=0

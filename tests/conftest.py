@@ -141,7 +141,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 SLOWEST_FILES = 15
-DURATIONS_FILE = ".test-file-durations.json"
+# `make test`'s second, serial phase writes its own (`.ci/run` names the parallel phase's slowest files)
+DURATIONS_FILE = os.environ.get("AGENTFORGE_TEST_DURATIONS", ".test-file-durations.json")
 _file_seconds: dict[str, float] = {}
 
 
