@@ -28,11 +28,15 @@ class Task:
 
 @dataclass
 class Observation:
-    """What an env shows the agent. `anchor` is the raw state (no history) GiGPO groups on; it must be hashable."""
+    """What an env shows the agent. `anchor` is the raw state (no history) GiGPO groups on; it must be hashable.
+
+    `info`: what the env says about this state besides its text, copied into the info of the turn taken in it (a
+    game the policy plays on every side says there whose move it is: `rollout.sides`)."""
 
     text: str
     anchor: Hashable
     admissible: list[str] | None = None
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

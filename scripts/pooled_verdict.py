@@ -1,13 +1,16 @@
 """One paired verdict over several training seeds: each run's per-task eval outcomes (summary.json `eval_outcomes`),
-pooled task by task, then compared between two of its evals with agentforge.evaluation.stats.paired_difference.
+pooled task by task, then compared between two of its evals with agentforge.evaluation.stats.paired_difference,
+or, with `--against`, between two sets of runs (two methods trained with the same seeds, same held-out tasks).
 
     python scripts/pooled_verdict.py RUN [RUN ...] [--before 0] [--after last] [--out verdict.json]
+    python scripts/pooled_verdict.py GIGPO_S0 GIGPO_S1 --against GRPO_S0 GRPO_S1 [--after last]
 
 Why pool this way: the runs play the same held-out tasks, so a task's outcomes across seeds are its episodes; the
 task stays the unit (paired task bootstrap), and a seed that happened to look good on an easy subset cannot carry
 the result alone. `--before` / `--after` name evals as summary.json keys them: `base` (the model as given), `0`
-(after the warm start), an iteration number, or `last` (each run's final eval). Prints each run's own verdict and
-the pooled one, and writes them as JSON.
+(after the warm start), an iteration number, or `last` (each run's final eval). With `--against`, run i is paired
+with against-run i (same seed: list them in the same order) and each side's `--after` eval is compared: the
+difference is RUNs minus AGAINST. Prints each pair's own verdict and the pooled one, and writes them as JSON.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from pathlib import Path
 
 from agentforge.evaluation.stats import paired_difference
 
+Outcomes = dict[str, list[bool]]
 
-def outcomes(run: Path) -> dict[str, dict[str, list[bool]]]:
+
+def outcomes(run: Path) -> dict[str, Outcomes]:
     summary = json.loads((run / "summary.json").read_text())
     found = summary.get("eval_outcomes") or {}
     if not found:
@@ -27,7 +32,7 @@ def outcomes(run: Path) -> dict[str, dict[str, list[bool]]]:
     return found
 
 
-def pick(evals: dict[str, dict[str, list[bool]]], key: str, run: Path) -> dict[str, list[bool]]:
+def pick(evals: dict[str, Outcomes], key: str, run: Path) -> Outcomes:
     if key == "last":
         key = max((k for k in evals if k.isdigit()), key=int)
     if key not in evals:
@@ -35,29 +40,53 @@ def pick(evals: dict[str, dict[str, list[bool]]], key: str, run: Path) -> dict[s
     return evals[key]
 
 
+def pool(into: Outcomes, outcomes_: Outcomes, tasks: set[str]) -> None:
+    for task in tasks:
+        into.setdefault(task, []).extend(outcomes_[task])
+
+
+def pairs_of(args: argparse.Namespace) -> list[tuple[Path, str, Outcomes, Outcomes]]:
+    """(run, label, before, after) per run: its own two evals, or against-run i's eval and run i's."""
+    if not args.against:
+        found = []
+        for run in args.runs:
+            evals = outcomes(run)
+            found.append((run, f"{run}: {args.before} → {args.after}", pick(evals, args.before, run),
+                          pick(evals, args.after, run)))
+        return found
+    if len(args.against) != len(args.runs):
+        raise SystemExit(f"--against needs one run per run compared (paired by seed, in order): got "
+                         f"{len(args.runs)} runs and {len(args.against)} against")
+    return [(run, f"{base} → {run} (eval {args.after})", pick(outcomes(base), args.after, base),
+             pick(outcomes(run), args.after, run)) for run, base in zip(args.runs, args.against, strict=True)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--before", default="0")
     parser.add_argument("--after", default="last")
+    parser.add_argument("--against", nargs="+", type=Path, default=None,
+                        help="runs of the method compared with (same seeds, same order): RUNs minus these")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
-    pooled_before: dict[str, list[bool]] = {}
-    pooled_after: dict[str, list[bool]] = {}
+    pooled_before: Outcomes = {}
+    pooled_after: Outcomes = {}
     per_run = {}
-    for run in args.runs:
-        evals = outcomes(run)
-        before, after = pick(evals, args.before, run), pick(evals, args.after, run)
+    for run, label, before, after in pairs_of(args):
         verdict = paired_difference(before, after)
         per_run[str(run)] = verdict.to_json()
-        print(f"{run}: {args.before} → {args.after}: {verdict.describe()}")
-        for task in set(before) & set(after):
-            pooled_before.setdefault(task, []).extend(before[task])
-            pooled_after.setdefault(task, []).extend(after[task])
+        print(f"{label}: {verdict.describe()}")
+        shared = set(before) & set(after)
+        pool(pooled_before, before, shared)
+        pool(pooled_after, after, shared)
     pooled = paired_difference(pooled_before, pooled_after)
-    print(f"pooled over {len(args.runs)} runs: {args.before} → {args.after}: {pooled.describe()}")
-    report = {"before": args.before, "after": args.after, "runs": per_run, "pooled": pooled.to_json()}
+    what = (f"{', '.join(map(str, args.against))} → {', '.join(map(str, args.runs))} (eval {args.after})"
+            if args.against else f"{args.before} → {args.after}")
+    print(f"pooled over {len(args.runs)} runs: {what}: {pooled.describe()}")
+    report = {"before": args.before, "after": args.after, "runs": per_run, "pooled": pooled.to_json(),
+              "against": [str(p) for p in args.against] if args.against else None}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
         print(f"-> {args.out}")

@@ -131,8 +131,14 @@ def step_reward(before: SokobanState, after: SokobanState) -> float:
     return reward
 
 
-def render_grid(state: SokobanState) -> str:
-    """The room as text, one row per line, in the legend's symbols."""
+GRID_STYLES = ("compact", "spaced")
+
+
+def render_grid(state: SokobanState, style: str = "compact") -> str:
+    """The room as text, one row per line, in the legend's symbols: `compact` (`#_P_##`, gym-sokoban's look) or
+    `spaced` (`# _ P _ # #`). Why spaced: SmolLM2's tokenizer merges runs of a symbol (`####`, `__`) into one token,
+    so a compact row's tokens do not line up with its cells and a cell's column is not a token position; spaced, every
+    cell is one token (` #`, ` _`, ` P` ...) and the cell above is always the same number of tokens back."""
     room = state.room
     rows = []
     for r in range(room.height):
@@ -148,13 +154,13 @@ def render_grid(state: SokobanState) -> str:
                 row.append("√" if on_target else "X")
             else:
                 row.append("O" if on_target else "_")
-        rows.append("".join(row))
+        rows.append((" " if style == "spaced" else "").join(row))
     return "\n".join(rows)
 
 
 def parse_grid(text: str) -> SokobanState:
-    """Read a level written in the legend's symbols (a `Legend:` line, if present, is skipped)."""
-    lines = [line for line in text.strip("\n").splitlines() if line and not line.startswith("Legend:")]
+    """Read a level written in the legend's symbols, compact or spaced (a `Legend:` line, if present, is skipped)."""
+    lines = [_unspaced(line) for line in text.strip("\n").splitlines() if line and not line.startswith("Legend:")]
     if not lines or len({len(line) for line in lines}) != 1:
         raise ValueError("a Sokoban grid needs at least one row and all rows of the same length")
     walls, targets, boxes, players = set(), set(), set(), []
@@ -178,6 +184,11 @@ def parse_grid(text: str) -> SokobanState:
                          f"{len(targets)} targets")
     room = Room(len(lines), len(lines[0]), frozenset(walls), frozenset(targets))
     return SokobanState(room, players[0], frozenset(boxes))
+
+
+def _unspaced(line: str) -> str:
+    """A `spaced` row (`# _ P`) as its cells (`#_P`); a compact row as it is."""
+    return line[::2] if len(line) > 1 and set(line[1::2]) == {" "} else line
 
 
 def state_from_gym(room_fixed: np.ndarray, room_state: np.ndarray) -> SokobanState:
@@ -269,6 +280,9 @@ class SokobanEnv:
         'max_steps': 'env steps before the episode ends unpaid',
         'num_gen_steps': "reverse-play steps generating a room (null: gym-sokoban's 1.7 x (h + w)); fewer: easier",
         'p_change_directions': "the generator's probability of changing direction while reverse-playing",
+        'show_positions': "add a line of the player's, boxes' and targets' coordinates under the grid",
+        'grid_style': "compact (`#_P_##`, gym-sokoban's text) | spaced (`# _ P _ # #`: one token per cell for "
+                      "SmolLM2's tokenizer, so columns line up)",
     }
 
     def __init__(
@@ -279,8 +293,12 @@ class SokobanEnv:
         num_gen_steps: int | None = None,
         p_change_directions: float = 0.35,
         show_positions: bool = False,
+        grid_style: str = "compact",
     ) -> None:
         self.dim_room = _room_dims(dim_room)
+        if grid_style not in GRID_STYLES:
+            raise ConfigError(f"sokoban grid_style must be one of {', '.join(GRID_STYLES)}, got {grid_style!r}")
+        self.grid_style = grid_style
         if num_boxes < 1:
             raise ConfigError(f"sokoban num_boxes must be >= 1, got {num_boxes}")
         if max_steps < 1:
@@ -352,7 +370,7 @@ class SokobanEnv:
 
     @property
     def grid(self) -> str:
-        return render_grid(self.state)
+        return render_grid(self.state, self.grid_style)
 
     @property
     def player_position(self) -> Pos:

@@ -65,6 +65,7 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
     if ended or stats.context_limit_ends:  # agent.history=conversation: episodes ended at the context limit
         summary["context_limit_rate"] = ratio(ended, len(trajectories))
     summary.update(per_env_summary(trajectories))
+    summary.update(per_side_summary(trajectories))
     summary.update(workflow_metrics or {})
     return summary
 
@@ -82,6 +83,21 @@ def per_env_summary(trajectories: list) -> dict[str, float]:
         out[f"{env}/success"] = ratio(sum(t.won for t in items), len(items))
         out[f"{env}/mean_return"] = ratio(sum(t.episode_return for t in items), len(items))
         out[f"{env}/episodes"] = len(items)
+    return out
+
+
+def per_side_summary(trajectories: list) -> dict[str, float]:
+    """`player<k>/win_rate` and `player<k>/mean_return` per side of self-play games (trajectories split per side,
+    `rollout.sides`): `success_rate` then averages the sides' wins, half the decisive-game rate in a two-player
+    game, and says nothing about which side learns."""
+    by_side: dict[int, list] = {}
+    for t in trajectories:
+        if "player" in t.meta:
+            by_side.setdefault(int(t.meta["player"]), []).append(t)
+    out: dict[str, float] = {}
+    for side, items in sorted(by_side.items()):
+        out[f"player{side}/win_rate"] = ratio(sum(t.won for t in items), len(items))
+        out[f"player{side}/mean_return"] = ratio(sum(t.episode_return for t in items), len(items))
     return out
 
 

@@ -17,6 +17,7 @@ from agentforge.envs.replay import ReplayResult
 from agentforge.errors import ConfigError
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.per_episode import PerEpisodeScheduler
+from agentforge.rollout.sides import check_history, split_sides
 from agentforge.rollout.turns import generate_reviewed, parse_turn, record_turn
 from agentforge.rollout.workflow import (
     Episode,
@@ -54,8 +55,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
         if on_progress is not None and finished != len(episodes):
             on_progress(len(episodes), len(episodes), ctx.stats)
         ctx.stats.wall_seconds = time.perf_counter() - started
-        groups = [Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
-                  for g, task in enumerate(tasks)]
+        groups = split_sides([Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
+                              for g, task in enumerate(tasks)])  # self-play: a group per side (rollout.sides)
         return RolloutResult(groups, ctx.stats, self.hooks.metrics())
 
     def _play_lockstep(self, ctx: RolloutContext, episodes: list[Episode],
@@ -88,6 +89,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
             observations = ctx.pool.reset(tasks)
             histories, ended = [[] for _ in plans], [False] * len(plans)
         ctx.stats.env_seconds += time.perf_counter() - t0
+        check_history(ctx.config, observations)
         episodes = []
         for slot, plan in enumerate(plans):
             trajectory = Trajectory(task=plan.task, rollout_index=plan.rollout_index, meta=dict(plan.meta))

@@ -96,6 +96,7 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
                             "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids, completion.text)}
     if truncated:
         info["truncated"] = True
+    info.update(episode.observation.info)  # e.g. whose move it was (self-play: rollout.sides)
     info.update(version_info(completion))
     if outcome is not None:
         info.update(outcome.info)

@@ -188,4 +188,5 @@ class RolloutWorkflow(ABC):
     @abstractmethod
     def run(self, ctx: RolloutContext, tasks: Sequence[Task], group_size: int,
             on_progress: ProgressCallback | None = None) -> RolloutResult:
-        """Play every task (its episodes as the workflow plans them) and return one Group per task, in order."""
+        """Play every task (its episodes as the workflow plans them) and return one Group per task, in order (per
+        task and side, in side order, where the policy plays every side of a game: `rollout.sides`)."""

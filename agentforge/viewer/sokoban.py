@@ -19,9 +19,14 @@ NAMES = {"#": "wall", "_": "floor", "O": "target", "X": "box", "√": "box on ta
          "S": "player on target"}
 
 
+def _unspaced(row: str) -> str:
+    """A row of the `spaced` grid style (`# _ P`) as its cells (`#_P`)."""
+    return row[::2] if len(row) > 1 and set(row[1::2]) == {" "} and set(row[::2]) <= SYMBOLS else row
+
+
 def parse_grid(text: str) -> list[str] | None:
     """The grid rows of a Sokoban observation (the legend line skipped), or None when the text holds no grid."""
-    rows = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Legend:")]
+    rows = [_unspaced(line.strip()) for line in text.splitlines() if line.strip() and not line.startswith("Legend:")]
     rows = [row for row in rows if set(row) <= SYMBOLS]
     if not rows or len({len(row) for row in rows}) != 1:
         return None

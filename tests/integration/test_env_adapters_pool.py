@@ -1,6 +1,6 @@
-"""Library adapters (gem, textarena, gym, verifiers) in the Ray env pool: a worker killed mid-episode is restarted
-and its episodes replayed, and the pool shows exactly what in-process envs show (the adapters' private RNG states
-make the replays exact)."""
+"""Library adapters (gem, textarena, textarena self-play, gym, verifiers) in the Ray env pool: a worker killed
+mid-episode is restarted and its episodes replayed, and the pool shows exactly what in-process envs show (the
+adapters' private RNG states make the replays exact; in self-play, whose move it is too)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 CASES = {
     "gem": ({"id": "game:Game2048-v0-easy"}, ["up", "down", "left", "right"]),  # a random tile after every move
     "textarena": ({"id": "TicTacToe-v0", "player": -1}, [str(i) for i in range(9)]),  # random opponent
+    "textarena self-play": ({"id": "TicTacToe-v0", "opponent": "self"}, [str(i) for i in range(9)]),  # both sides
     "gym": ({"id": "FrozenLake-v1"}, ["left", "down", "right", "up"]),  # slippery: the seed decides the slips
     "verifiers": ({}, [str(i) for i in range(1, 11)]),  # the library's rollout thread is rebuilt and replayed
 }
@@ -39,14 +40,16 @@ def play(pool: EnvPool, env: str, moves: list[str], on_turn: Any = None) -> list
         if on_turn is not None:
             on_turn(pool, turn)
         results = pool.step({slot: plan[slot][turn] for slot in pool.active_slots})
-        record.append(sorted((s, r.observation.text, r.reward, r.done, r.won) for s, r in results.items()))
+        record.append(sorted((s, r.observation.text, r.observation.info, r.reward, r.done, r.won)
+                             for s, r in results.items()))
     return record
 
 
-@pytest.mark.parametrize("env", sorted(CASES))
-def test_a_killed_worker_is_restarted_and_its_adapter_episodes_replayed(env: str) -> None:
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_killed_worker_is_restarted_and_its_adapter_episodes_replayed(case: str) -> None:
+    env = case.split()[0]
     pytest.importorskip({"gem": "gem", "textarena": "textarena", "gym": "gymnasium", "verifiers": "verifiers"}[env])
-    options, moves = CASES[env]
+    options, moves = CASES[case]
     with LocalEnvPool(env, options) as local:
         expected = play(local, env, moves)
 

@@ -201,8 +201,9 @@ def test_textarena_refuses_bad_ids_options_and_opponents() -> None:
         make_env("textarena", {"kwargs": {"top": 3}})
     with pytest.raises(ConfigError, match=r"unknown opponent 'best'.*model, pkg.module:callable, random"):
         make_env("textarena", {"id": "TicTacToe-v0", "opponent": "best"})
-    with pytest.raises(ConfigError, match="opponent=self .*not implemented"):
-        make_env("textarena", {"id": "TicTacToe-v0", "opponent": "self"})
+    with pytest.raises(ConfigError, match=r"opponent=self \(self-play\) needs a game of two or more players, but "
+                                          r"'GuessTheNumber-v0' is played by 1; choose a two-player game"):
+        make_env("textarena", {"id": "GuessTheNumber-v0", "opponent": "self"})
     with pytest.raises(ConfigError, match=r"player=2; valid: -1 .* or 0..1"):
         make_env("textarena", {"id": "TicTacToe-v0", "player": 2})
 

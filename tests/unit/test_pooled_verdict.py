@@ -45,3 +45,29 @@ def test_an_eval_a_run_lacks_is_named_with_those_it_has(tmp_path):
     run = run_with(tmp_path, "s0", {"0": {"t": [True]}, "10": {"t": [True]}})
     done = subprocess.run([sys.executable, str(SCRIPT), str(run), "--before", "base"], capture_output=True, text=True)
     assert done.returncode != 0 and "has no eval 'base'; it has 0, 10" in done.stderr
+
+
+def test_against_pairs_two_methods_seed_by_seed_at_their_last_eval(tmp_path):
+    tasks = [f"t{i}" for i in range(40)]
+    gigpo = [run_with(tmp_path, f"gigpo{s}", {"0": {t: [False] for t in tasks},
+                                              "30": {t: [i % (2 + s) == 0] for i, t in enumerate(tasks)}})
+             for s in (0, 1)]
+    grpo = [run_with(tmp_path, f"grpo{s}", {"0": {t: [True] for t in tasks},
+                                            "30": {t: [i % (4 + s) == 0] for i, t in enumerate(tasks)}})
+            for s in (0, 1)]
+    out = tmp_path / "verdict.json"
+    subprocess.run([sys.executable, str(SCRIPT), *map(str, gigpo), "--against", *map(str, grpo), "--out", str(out)],
+                   capture_output=True, text=True, check=True)
+    report = json.loads(out.read_text())
+    expected = paired_difference({t: [i % 4 == 0, i % 5 == 0] for i, t in enumerate(tasks)},
+                                 {t: [i % 2 == 0, i % 3 == 0] for i, t in enumerate(tasks)})
+    assert report["pooled"]["difference"] == pytest.approx(expected.difference)  # the "0" evals play no part
+    assert report["pooled"]["high"] == pytest.approx(expected.high)
+    assert report["runs"][str(gigpo[0])]["before"] == pytest.approx(0.25)  # grpo0's last eval, paired with gigpo0
+
+
+def test_against_needs_one_run_per_run_compared(tmp_path):
+    run = run_with(tmp_path, "a", {"0": {"t": [True]}})
+    done = subprocess.run([sys.executable, str(SCRIPT), str(run), "--against", str(run), str(run)],
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "one run per run compared" in done.stderr

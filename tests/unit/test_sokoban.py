@@ -327,3 +327,22 @@ def test_show_positions_adds_coordinates_and_the_expert_thinks_about_them():
     assert plain_env.expert_thought("up") is None  # without positions: the generic thought
     assert expert_response("up", thought) == f"<think>{thought}</think><action>up</action>"
     assert expert_response("up") == "<think>Next move: up.</think><action>up</action>"
+
+
+def test_the_spaced_grid_is_one_token_per_cell_and_plays_the_same_room(tiny_tokenizer):
+    from agentforge.viewer.sokoban import parse_grid as viewer_rows
+
+    compact, spaced = SokobanEnv(num_gen_steps=5), SokobanEnv(num_gen_steps=5, grid_style="spaced")
+    first, second = compact.reset(task(3)), spaced.reset(task(3))
+    assert second.anchor == "\n".join(" ".join(row) for row in first.anchor.splitlines())
+    assert parse_grid(second.anchor) == parse_grid(first.anchor) == compact.state  # the same state, either way
+    assert viewer_rows(second.text) == viewer_rows(first.text)
+    for row in second.anchor.splitlines():  # every cell its own token: a column is a fixed token offset
+        assert len(tiny_tokenizer(row)["input_ids"]) == len(row.split())
+    for action in ("up", "left", "down", "right"):
+        a, b = compact.step(action), spaced.step(action)
+        assert (a.reward, a.done, a.won) == (b.reward, b.done, b.won) and parse_grid(b.observation.anchor) == compact.state
+        if a.done:
+            break
+    with pytest.raises(ConfigError, match="grid_style must be one of compact, spaced"):
+        SokobanEnv(grid_style="wide")

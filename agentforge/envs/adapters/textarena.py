@@ -13,8 +13,13 @@ policy's reward beats every other side's (a win; a draw is not).
 Opponents (two-player games): `random` (a seeded pick among the moves written in brackets in its observation, e.g.
 TicTacToe's `Available Moves: '[4]', ...`; deterministic given the seed), `model` (greedy generation by an HF model:
 `opponent_model` = smollm2-135m, the base model, or a checkpoint folder such as `<run>/model`; loaded once per
-worker process), or `pkg.module:callable` (observation, random.Random) -> move. Self-play (the policy on both sides,
-both trained) is not built: docs/environments.md says what it needs.
+worker process), or `pkg.module:callable` (observation, random.Random) -> move.
+
+Self-play (`opponent=self`): the policy plays every side. No move runs inside `step`: every turn goes back to the
+agent, and each observation's info names the side to move (`player`) and how many the policy plays (`sides`); the
+final step pays the mover's reward and its info holds every side's (`rewards`) and the `winners`. The rollout then
+splits each game into one trajectory per side, each trained in a group of its own (`agentforge.rollout.sides`;
+docs/environments.md, "Two-player games"). `player` is ignored.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from agentforge.envs.adapters.common import (
 )
 from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.errors import ConfigError
+from agentforge.rollout.sides import REWARDS, SIDE, SIDES, WINNERS
 from agentforge.types import Observation, StepResult, Task
 
 NAME = "textarena"
 EXTRA = "textarena"
-BUILTIN_OPPONENTS = ("random", "model")
+SELF_PLAY = "self"
+BUILTIN_OPPONENTS = ("random", "model", SELF_PLAY)
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _MAX_OPPONENT_MOVES = 1000  # a game whose opponent never hands the turn back is a bug in it, not a long game
 Opponent = Callable[[str, random.Random], str]
@@ -131,10 +138,6 @@ def make_opponent(opponent: str, opponent_model: str, max_new_tokens: int) -> Op
             return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
         except (ImportError, AttributeError) as error:
             raise ConfigError(f"env {NAME!r}: opponent {opponent!r} cannot be loaded ({error})") from None
-    if opponent == "self":
-        raise ConfigError(f"env {NAME!r}: opponent=self (self-play, both sides trained) is not implemented; use "
-                          "random, model (opponent_model=smollm2-135m or a checkpoint folder) or pkg.module:callable "
-                          "(docs/environments.md, 'Two-player games')")
     raise unknown_id(NAME, "opponent", opponent, [*BUILTIN_OPPONENTS, "pkg.module:callable"])
 
 
@@ -153,8 +156,10 @@ class TextArenaEnv:
         "id": "the TextArena id (GuessTheNumber-v0, TowerOfHanoi-v0, TicTacToe-v0, Nim-v0 ...; -raw ids: no wrappers)",
         "kwargs": "keyword arguments for textarena.make (the game's constructor)",
         "num_players": "players (null: the fewest the game accepts, tried from 1)",
-        "player": "the side the policy plays: a player id, or -1 for seed % num_players (both sides over a run)",
-        "opponent": "the other sides: random (seeded bracketed move) | model (greedy HF model) | pkg.module:callable",
+        "player": "the side the policy plays: a player id, or -1 for seed % num_players (both sides over a run); "
+                  "ignored with opponent=self",
+        "opponent": "the other sides: random (seeded bracketed move) | model (greedy HF model) | pkg.module:callable "
+                    "| self (self-play: the policy plays and trains every side, a group per side)",
         "opponent_model": "opponent=model: smollm2-135m, tiny, or an HF folder (a checkpoint's model/ folder)",
         "opponent_max_new_tokens": "opponent=model: tokens per move",
         "action_format": "how the agent's action text is handed to the game (Python format string; TextArena games "
@@ -179,8 +184,13 @@ class TextArenaEnv:
             raise ConfigError(f"env {NAME!r}: player={player}; valid: -1 (seed % num_players) or 0.."
                               f"{self.num_players - 1}")
         self.player_option = int(player)
+        self.self_play = str(opponent) == SELF_PLAY
+        if self.self_play and self.num_players < 2:
+            raise ConfigError(f"env {NAME!r}: opponent=self (self-play) needs a game of two or more players, but "
+                              f"{self.env_id!r} is played by {self.num_players}; choose a two-player game "
+                              "(TicTacToe-v0, Nim-v0 ...) or drop opponent=self")
         self.opponent = make_opponent(str(opponent), str(opponent_model), int(opponent_max_new_tokens)) \
-            if self.num_players > 1 else None
+            if self.num_players > 1 and not self.self_play else None
         self.done = True
 
     def _probe_players(self) -> int:
@@ -216,7 +226,7 @@ class TextArenaEnv:
             self._env.reset(num_players=self.num_players, seed=task.seed)
             # the game can end before the policy's first turn (an opponent's invalid moves): the next step then
             # reports that end without playing its action (reset cannot say done in the Env protocol)
-            self._ended_before_turn = self._play_opponents()
+            self._ended_before_turn = False if self.self_play else self._play_opponents()
         self.done = False
         self.rewards: dict[int, float] = {}
         return self._observation()
@@ -225,7 +235,8 @@ class TextArenaEnv:
         if self.done:
             raise RuntimeError(f"this {self.env_id} episode is over (done=True); call reset() before stepping again")
         if self._ended_before_turn:
-            out: dict[str, Any] = {EXECUTABLE: False, INVALID: "the game ended before the policy's turn"}
+            out: dict[str, Any] = {EXECUTABLE: False, INVALID: "the game ended before the policy's turn",
+                                   SIDE: self.player}
             with self._rng.active():
                 reward, won = self._finish(out)
             self.done = True
@@ -237,10 +248,11 @@ class TextArenaEnv:
             ended_invalid = getattr(state, "game_info", {}).get(self.player, {}).get("invalid_move")
             invalid = int(getattr(state, "error_count", 0)) > errors_before or bool(ended_invalid)
             reason = self._last_admin_message() if invalid else ""  # read before get_observation() clears it
-            if not done:
+            if not done and not self.self_play:
                 done = self._play_opponents()
         out = {EXECUTABLE: not invalid}
         out.update({k: v for k, v in dict(info or {}).items() if isinstance(v, (bool, int, float, str))})
+        out[SIDE] = self.player  # the side that moved
         if invalid:
             out[INVALID] = "TextArena refused the move (it counts against the game's error allowance): " + \
                 str(out.get("reason") or reason)
@@ -267,14 +279,20 @@ class TextArenaEnv:
         closed = self._env.close()
         rewards, game_info = closed if isinstance(closed, tuple) else (closed, {})
         self.rewards = {int(k): float(v) for k, v in dict(rewards or {}).items()}
-        mine = self.rewards.get(self.player, 0.0)
-        others = [v for k, v in self.rewards.items() if k != self.player]
-        won = mine >= 1.0 if self.num_players == 1 else bool(others) and mine > max(others)
+        winners = [side for side in self.rewards if self._wins(side)]
         reason = dict(game_info or {}).get(self.player, {}).get("reason")
         if reason:
             out["reason"] = str(reason)
-        out["rewards"] = dict(self.rewards)
-        return mine, won
+        out[REWARDS] = dict(self.rewards)
+        if self.num_players > 1:
+            out[WINNERS] = winners
+        return self.rewards.get(self.player, 0.0), self.player in winners
+
+    def _wins(self, side: int) -> bool:
+        """Single-player: the game's reward reaches 1; else the side's reward beats every other side's."""
+        mine = self.rewards[side]
+        others = [v for k, v in self.rewards.items() if k != side]
+        return mine >= 1.0 if self.num_players == 1 else bool(others) and mine > max(others)
 
     def _last_admin_message(self) -> str:
         messages = getattr(self._env.state, "observations", {}).get(self.player, [])
@@ -284,10 +302,15 @@ class TextArenaEnv:
         return "see the observation"
 
     def _observation(self) -> Observation:
+        """The game's text for the side to move; in self-play that side is the one the agent plays next."""
         with self._rng.active():
-            _, observation = self._env.get_observation()
+            current, observation = self._env.get_observation()
         text = observation_text(observation)
-        return Observation(text=text, anchor=text, admissible=None)
+        info: dict[str, Any] = {SIDE: self.player}
+        if self.self_play:
+            self.player = int(current)
+            info = {SIDE: self.player, SIDES: self.num_players}
+        return Observation(text=text, anchor=text, admissible=None, info=info)
 
     def close(self) -> None:
         pass  # TextArena's close() ends a game (it returns the rewards); nothing else is held
