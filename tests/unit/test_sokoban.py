@@ -341,7 +341,8 @@ def test_the_spaced_grid_is_one_token_per_cell_and_plays_the_same_room(tiny_toke
         assert len(tiny_tokenizer(row)["input_ids"]) == len(row.split())
     for action in ("up", "left", "down", "right"):
         a, b = compact.step(action), spaced.step(action)
-        assert (a.reward, a.done, a.won) == (b.reward, b.done, b.won) and parse_grid(b.observation.anchor) == compact.state
+        assert (a.reward, a.done, a.won) == (b.reward, b.done, b.won)
+        assert parse_grid(b.observation.anchor) == compact.state
         if a.done:
             break
     with pytest.raises(ConfigError, match="grid_style must be one of compact, spaced"):
