@@ -46,6 +46,7 @@ from agentforge.learner.lora import (
     hf_name,
     is_lora_parameter,
     merged_lora_weights,
+    packed_siblings,
     wrap_with_lora,
 )
 from agentforge.learner.objective import Normalizer, policy_objective
@@ -55,6 +56,7 @@ from agentforge.learner.packing import (
     pack_micro_batches,
     packed_logits,
     padding_batch,
+    padding_stats,
     token_logprobs,
 )
 from agentforge.reliability.faultpoints import fault_point
@@ -413,6 +415,11 @@ class DeepSpeedLearnerRank:
             self._discard_gradients()
             return "the loss was not finite"
         sums[COUNT_PREFIX + "skipped_zero_advantage"] = float(len(samples) - len(computed))
+        # what the model ran: tokens after prefix sharing (`row_tokens`) and with padding (`padded_tokens`), against
+        # the samples' own (`train/input_tokens`): where the learner's time per trained token goes
+        packed = padding_stats(computed, batches, sharing)
+        sums[COUNT_PREFIX + "row_tokens"] = packed["row_tokens"]
+        sums[COUNT_PREFIX + "padded_tokens"] = packed["padded_tokens"]
         sums[COMPUTED_TOKENS] = float(total_loss_tokens(computed))
         return sums, mismatch_max, num_batches
 
@@ -534,8 +541,10 @@ class DeepSpeedLearnerRank:
         return []). With `copy=False` unchanged parameters come as views (no second copy of the weights; for a
         consumer that copies them at once, like a weight push). With LoRA the adapted modules' weights are merged
         (W + scale·B·A);
-        `only_changed=True` returns just those (without LoRA every weight changes, so all are returned).
-        Tied weights appear once (`lm_head.weight` tied to `model.embed_tokens.weight` is left out)."""
+        `only_changed=True` returns just those (without LoRA every weight changes, so all are returned), plus the
+        unchanged members of any fused projection group they belong to (`lora.PACKED_GROUPS`: a vLLM engine must get
+        a fused weight whole). Tied weights appear once (`lm_head.weight` tied to `model.embed_tokens.weight` is left
+        out)."""
         module = self.engine.module
         gather = self._gather_context()
         keep = self.rank == 0
@@ -543,10 +552,11 @@ class DeepSpeedLearnerRank:
         if self.config.lora.enabled:
             merged = list(merged_lora_weights(module, gather))
             out.extend(merged if keep else [])
-            if only_changed:
-                return out
             skip = adapted_weight_names(module)
             named = [(n, p) for n, p in module.named_parameters() if n not in skip and not is_lora_parameter(n)]
+            if only_changed:
+                siblings = packed_siblings({name for name, _ in merged})
+                named = [(n, p) for n, p in named if hf_name(n) in siblings]
         else:
             named = list(module.named_parameters())
         for name, param in named:

@@ -75,6 +75,27 @@ def merged_lora_weights(
         yield hf_name(f"{name}.weight"), merged
 
 
+# Projections vLLM loads into one fused weight (its Llama-family models' `packed_modules_mapping`: qkv_proj,
+# gate_up_proj). A weight push that carries some members of a group and not the others leaves the others'
+# rows of the fused weight uninitialised: vLLM's layerwise reload rebuilds a layer from fresh memory, loads what it
+# was given and copies the whole layer back, so LoRA on q_proj and v_proj alone pushed garbage (at times NaN) into
+# k_proj's rows. A partial push therefore carries the whole group.
+PACKED_GROUPS: tuple[tuple[str, ...], ...] = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+def packed_siblings(names: set[str]) -> set[str]:
+    """HF weight names of the fused-group members that `names` lacks (`...self_attn.q_proj.weight` given alone
+    names `...k_proj.weight` and `...v_proj.weight`)."""
+    missing: set[str] = set()
+    for name in names:
+        parent, _, leaf = name.rpartition(".")  # leaf: "weight" or "bias"
+        module_path, _, module = parent.rpartition(".")
+        for group in PACKED_GROUPS:
+            if module in group:
+                missing |= {f"{module_path}.{member}.{leaf}" for member in group} - names
+    return missing
+
+
 def adapted_weight_names(model: torch.nn.Module) -> set[str]:
     """peft parameter names of the base weights that LoRA adapts (replaced by merged ones on export)."""
     return {f"{name}.base_layer.weight" for name, _ in lora_layers(model)}

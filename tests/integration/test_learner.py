@@ -222,6 +222,27 @@ def test_micro_batch_split_does_not_change_the_update(model_dir):
         assert float(diff.max()) <= 1e-3 + 1e-6, name
 
 
+def test_a_partial_lora_push_carries_each_fused_projection_group_whole(model_dir):
+    """LoRA on q_proj, v_proj and gate_proj: the push also carries k_proj and up_proj (unchanged), because vLLM loads
+    q/k/v and gate/up into one fused weight each and rebuilds the rows a push leaves out from uninitialised memory
+    (NaN log-probs after such a push, intermittently, until this)."""
+    cfg = config(lora={"enabled": True, "target_modules": ["q_proj", "v_proj", "gate_proj"]}, lr=5e-3)
+    with Learner(model_dir, cfg, in_process=True) as learner:
+        learner.step(with_learner_logprobs(learner, make_batch(0)))
+        pushed = dict(learner.export_weights(only_changed=True))
+        everything = weights(learner)
+    base = dict(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).named_parameters())
+    layers = range(2)
+    attention = [f"model.layers.{i}.self_attn.{m}.weight" for i in layers for m in ("q_proj", "k_proj", "v_proj")]
+    mlp = [f"model.layers.{i}.mlp.{m}.weight" for i in layers for m in ("gate_proj", "up_proj")]
+    assert sorted(pushed) == sorted(attention + mlp)
+    for i in layers:  # the siblings are the base weights, the adapted ones merged and moved
+        for name in (f"model.layers.{i}.self_attn.k_proj.weight", f"model.layers.{i}.mlp.up_proj.weight"):
+            assert torch.equal(pushed[name], base[name].detach())
+        q = f"model.layers.{i}.self_attn.q_proj.weight"
+        assert torch.equal(pushed[q], everything[q]) and not torch.equal(pushed[q], base[q].detach())
+
+
 def test_lora_export_reference_and_checkpoint_roundtrip(model_dir, tmp_path):
     from peft import PeftModel
 
