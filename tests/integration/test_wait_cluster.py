@@ -23,10 +23,10 @@ def wait_cluster(*args: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def test_a_head_that_never_answers_fails_at_the_timeout() -> None:
-    proc, seconds = wait_cluster("--nodes", "2", "--timeout", "10", "--expect", "n1,n2", "--run-dir", "/runs/x")
+    proc, seconds = wait_cluster("--nodes", "2", "--timeout", "3", "--expect", "n1,n2", "--run-dir", "/runs/x")
     assert proc.returncode == 1
-    assert "was not ready within 10 s (expected n1, n2)" in proc.stderr and "raise join_timeout" in proc.stderr
-    assert seconds < 40, seconds
+    assert "was not ready within 3 s (expected n1, n2)" in proc.stderr and "raise join_timeout" in proc.stderr
+    assert seconds < 33, seconds
 
 
 def test_a_node_whose_ray_exited_is_named_at_once() -> None:
