@@ -53,18 +53,45 @@ def cli_in_process(capsys, *args: str) -> tuple[int, str]:
     return status, capsys.readouterr().err
 
 
+def cli_main(*args: str) -> tuple[int, str, str]:
+    """`agentforge <args>` through the CLI's own `main` in this process: status, stdout, stderr (as the real command
+    prints them). Saves a process start (seconds of imports) where the process itself is not what is tested."""
+    import contextlib
+    import io
+
+    from agentforge.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stop:
+            status = int(stop.code or 0)
+    return status, out.getvalue(), err.getvalue()
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """A full-weight and a LoRA run (about a minute each), each exported by the CLI into <run>/export/iter_000001."""
+    """A full-weight and a LoRA run, each exported into <run>/export/iter_000001. The LoRA run is a real `agentforge
+    train` process (its card names the command that reproduces it) exported through the CLI's main here; the
+    full run is trained in this process (the same trainer) and exported by a real `agentforge export` process."""
+    from agentforge.config import compose_config
+    from agentforge.training.trainer import Trainer
+
     root = tmp_path_factory.mktemp("export_runs")
     out = {}
     for kind, extra in KINDS.items():
-        done = run_cli("train", *TRAIN, *extra, f"hydra.run.dir={root / kind}", cwd=root)
-        assert done.returncode == 0, done.stderr[-4000:]
-        exported = run_cli("export", str(root / kind), cwd=root, timeout=300)
-        assert exported.returncode == 0, exported.stderr[-4000:]
-        assert f"checkpoint {root / kind}/checkpoints/iter_000001 (iteration 1" in exported.stdout
-        assert f"→ {root / kind}/export/iter_000001" in exported.stdout
+        if kind == "full":
+            Trainer(compose_config(["command=train", *TRAIN, *extra], run_dir=str(root / kind))).fit()
+            exported = run_cli("export", str(root / kind), cwd=root, timeout=300)
+            status, stdout, stderr = exported.returncode, exported.stdout, exported.stderr
+        else:
+            done = run_cli("train", *TRAIN, *extra, f"hydra.run.dir={root / kind}", cwd=root)
+            assert done.returncode == 0, done.stderr[-4000:]
+            status, stdout, stderr = cli_main("export", str(root / kind))
+        assert status == 0, stderr[-4000:]
+        assert f"checkpoint {root / kind}/checkpoints/iter_000001 (iteration 1" in stdout
+        assert f"→ {root / kind}/export/iter_000001" in stdout
         out[kind] = root / kind
     return out
 
@@ -198,8 +225,8 @@ def test_adapter_only_and_another_dtype(runs, tmp_path):
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "adapter"
-    done = run_cli("export", str(runs["lora"]), f"out={out}", "adapter_only=true", "dtype=bf16", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    status, _, stderr = cli_main("export", str(runs["lora"]), f"out={out}", "adapter_only=true", "dtype=bf16")
+    assert status == 0, stderr[-3000:]
     config = json.loads((out / "adapter_config.json").read_text())
     base = json.loads((runs["lora"] / "checkpoints/iter_000001/learner/learner.json").read_text())["model_path"]
     assert config["base_model_name_or_path"] == base and "model.safetensors" not in {p.name for p in out.iterdir()}
@@ -208,9 +235,9 @@ def test_adapter_only_and_another_dtype(runs, tmp_path):
     PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), str(out))  # loads on its base
 
     full = tmp_path / "bf16"
-    done = run_cli("export", str(runs["full"] / "checkpoints" / "iter_000001"), f"out={full}", "dtype=bf16",
-                   cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    status, _, stderr = cli_main("export", str(runs["full"] / "checkpoints" / "iter_000001"), f"out={full}",
+                                 "dtype=bf16")
+    assert status == 0, stderr[-3000:]
     assert json.loads((full / "config.json").read_text())["dtype"] == "bfloat16"
     assert {t.dtype for t in load_file(str(full / "model.safetensors")).values()} == {torch.bfloat16}
 
@@ -241,8 +268,8 @@ def test_bad_input_is_refused_by_name_with_the_fix(runs, tmp_path, capsys):
         assert got == status and message in stderr, (args, stderr[-2000:])
     assert "base=<HF folder" in cli_in_process(capsys, "export", str(moved))[1]
     assert not (tmp_path / "a").exists() and [p.name for p in (tmp_path / "stuff").iterdir()] == ["notes.txt"]
-    done = run_cli("export", str(moved), f"base={base}", f"out={tmp_path / 'rebased'}", cwd=tmp_path)
-    assert done.returncode == 0 and (tmp_path / "rebased" / "model.safetensors").is_file(), done.stderr[-2000:]
+    status, _, stderr = cli_main("export", str(moved), f"base={base}", f"out={tmp_path / 'rebased'}")
+    assert status == 0 and (tmp_path / "rebased" / "model.safetensors").is_file(), stderr[-2000:]
 
 
 def test_push_to_hub_is_refused_without_a_token_and_without_a_network(runs, tmp_path):
