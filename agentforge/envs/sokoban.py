@@ -84,15 +84,21 @@ def positions_line(state: SokobanState) -> str:
     return f"You are at {_cell(state.player)}. Box: {boxes}. Target: {targets}."
 
 
-def relation(box: Pos, target: Pos) -> str:
-    """Where the target lies from the box, in the moves' words ("the target is 2 up and 1 right of the box")."""
+def offset(origin: Pos, to: Pos) -> str:
+    """`to` seen from `origin` in the moves' words ("2 up and 1 right"); "" when they are the same cell."""
     parts = []
-    rows, columns = target[0] - box[0], target[1] - box[1]
+    rows, columns = to[0] - origin[0], to[1] - origin[1]
     if rows:
         parts.append(f"{abs(rows)} {'down' if rows > 0 else 'up'}")
     if columns:
         parts.append(f"{abs(columns)} {'right' if columns > 0 else 'left'}")
-    return "the box is on the target" if not parts else f"the target is {' and '.join(parts)} of the box"
+    return " and ".join(parts)
+
+
+def relation(box: Pos, target: Pos) -> str:
+    """Where the target lies from the box, in the moves' words ("the target is 2 up and 1 right of the box")."""
+    words = offset(box, target)
+    return f"the target is {words} of the box" if words else "the box is on the target"
 
 
 @dataclass(frozen=True)
@@ -392,14 +398,15 @@ class SokobanEnv:
 
     def expert_thought(self, action: str) -> str | None:
         """What the expert 'thinks' before `action` in the current state (the warm start's think text) when the
-        observation shows positions: where the box and its target stand relative to each other, read off the
-        observation, then the move. Predictable from the prompt, so SFT teaches the model to look at the positions
-        rather than only the format. None without `show_positions` (the generic thought)."""
+        observation shows positions: where the box stands from the player and the target from the box, read off
+        the observation's coordinates, then the move. Both relations, because the move depends on both (a box
+        pushed down needs the player above it). Predictable from the prompt, so SFT teaches the model to look at
+        the positions rather than only the format. None without `show_positions` (the generic thought)."""
         if not self.show_positions:
             return None
         state = self.state
         box = min(state.boxes - state.room.targets or state.boxes)
         target = min(state.room.targets - state.boxes or state.room.targets)
-        return (f"The box is at {_cell(box)}, the target at {_cell(target)}: {relation(box, target)}. "
-                f"Next move: {action}.")
+        return (f"The box is at {_cell(box)}, the target at {_cell(target)}: the box is {offset(state.player, box)} "
+                f"of me, {relation(box, target)}. Next move: {action}.")
 
