@@ -316,7 +316,7 @@ async def faulty_agent(task: Any, base_url: str, api_key: str) -> float:
 def test_agents_that_raise_hang_or_never_call_fail_their_episode_only(tmp_path, tiny_tokenizer):
     from agentforge.types import SamplingConfig
 
-    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:faulty_agent", "env.timeout=10",
+    played = Played(gateway_config(tmp_path, tiny_tokenizer, f"{__name__}:faulty_agent", "env.timeout=5",
                                    scaffold=False), tasks=1, group=4)
     # a cold engine's first generate call took ~10 s on a loaded 2-core machine (run alone): not the agent's time
     played.engine.generate([[1, 2, 3]], SamplingConfig(max_new_tokens=2))
