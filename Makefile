@@ -2,6 +2,10 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 export OMP_NUM_THREADS ?= 2
+# Python may cache what it compiles (agentforge's modules, the tests pytest rewrites): with PYTHONDONTWRITEBYTECODE
+# set (as on these machines) every process of the suite — xdist workers, `agentforge` subprocesses, Ray workers and
+# replica actors — compiled agentforge from source again (~0.4 CPU-s a start) and pytest rewrote every test module.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-long test-unit test-slurm test-gpu docker-check lint bench clean
 
