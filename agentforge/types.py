@@ -10,20 +10,26 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Task:
-    """One environment instance to solve; the G rollouts of a group share it (and so its seed)."""
+    """One environment instance to solve; the G rollouts of a group share it (and so its seed).
+
+    `options`: env options this task is played with over the env's own, as (name, value) pairs (a curriculum's
+    level: `training/curriculum.py`); the env host builds the task's env with them. Held-out tasks carry none."""
 
     env: str
     seed: int
     split: str = "train"
     task_id: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
         """The task's identity across evals: what a paired comparison of two evals matches on."""
-        return f"{self.env}:{self.split}:{self.seed}" + (f":{self.task_id}" if self.task_id else "")
+        return f"{self.env}:{self.split}:{self.seed}" + (f":{self.task_id}" if self.task_id else "") + \
+            "".join(f":{name}={value}" for name, value in self.options)
 
     def describe(self) -> str:
-        return f"{self.env}[{self.split}] seed={self.seed}" + (f" id={self.task_id}" if self.task_id else "")
+        return f"{self.env}[{self.split}] seed={self.seed}" + (f" id={self.task_id}" if self.task_id else "") + \
+            "".join(f" {name}={value}" for name, value in self.options)
 
 
 @dataclass

@@ -82,7 +82,9 @@ class EnvHost:
         self._factory = env_factory
         self._options = dict(env_options or {})
         self._envs: dict[int, Env] = {}
+        self._env_options: dict[int, tuple[tuple[str, Any], ...]] = {}  # the task options a slot's env was built with
         self._scratch: Env | None = None  # replays run here, one after another, never on a slot's env
+        self._scratch_options: tuple[tuple[str, Any], ...] = ()
         # the env calls running now, by thread: (method, slot, since); several with `env_pool.step_threads` > 1
         self._busy: dict[int, tuple[str, int, float]] = {}
         if own_process:  # a Ray env worker: when it is killed, its children (a ScienceWorld JVM) go with it
@@ -90,20 +92,31 @@ class EnvHost:
 
             start_reaper()
 
-    def _env(self, slot: int) -> Env:
+    def _build(self, options: tuple[tuple[str, Any], ...]) -> Env:
+        """An env with the host's options and a task's own over them (`Task.options`: a curriculum's level)."""
+        return self._factory(**{**self._options, **dict(options)})
+
+    def _env(self, slot: int, task: Task | None = None) -> Env:
+        """The slot's env, built anew when the task asks for other options than the one it holds was built with."""
+        options = task.options if task is not None else self._env_options.get(slot, ())
+        if slot in self._envs and self._env_options.get(slot, ()) != options:
+            old = self._envs.pop(slot)
+            self._guarded("close", slot, old.close)
         if slot not in self._envs:
-            self._envs[slot] = self._factory(**self._options)
+            self._envs[slot] = self._build(options)
+            self._env_options[slot] = options
         return self._envs[slot]
 
     def _keep_only(self, items: list[tuple[int, Any]]) -> None:
         wanted = {item[0] for item in items}
         for slot in [s for s in self._envs if s not in wanted]:
             self._envs.pop(slot).close()
+            self._env_options.pop(slot, None)
 
     def reset(self, items: list[tuple[int, Task]]) -> list[Observation | _Failure]:
         """Start one episode per (slot, task); envs of slots not named are closed (this host's new set)."""
         self._keep_only(items)
-        return [self._guarded("reset", slot, lambda s=slot, t=task: self._env(s).reset(t)) for slot, task in items]
+        return [self._guarded("reset", slot, lambda s=slot, t=task: self._env(s, t).reset(t)) for slot, task in items]
 
     def reset_with_prefixes(self, items: list[tuple[int, tuple[Task, list[str]]]]) -> list[ReplayResult | _Failure]:
         """Like `reset`, then replay each slot's prefix on its env (branching); an empty prefix is a plain reset."""
@@ -113,8 +126,8 @@ class EnvHost:
 
     def _start(self, slot: int, task: Task, prefix: list[str]) -> ReplayResult:
         if prefix:
-            return replay(self._env(slot), task, prefix)
-        return ReplayResult(task, self._env(slot).reset(task))  # any env can start without a prefix
+            return replay(self._env(slot, task), task, prefix)
+        return ReplayResult(task, self._env(slot, task).reset(task))  # any env can start without a prefix
 
     def step(self, items: list[tuple[int, str]]) -> list[StepResult | _Failure]:
         return [self._guarded("step", slot, lambda s=slot, a=action: self._envs[s].step(a)) for slot, action in items]
@@ -128,7 +141,7 @@ class EnvHost:
         old = self._envs.pop(slot, None)
         if old is not None:
             self._guarded("close", slot, old.close)
-        env = self._env(slot)
+        env = self._env(slot, task)
         env.reset(task)
         for done_action in actions:
             env.step(done_action)
@@ -139,8 +152,12 @@ class EnvHost:
         return [self._guarded("replay", index, lambda r=request: self._scratch_replay(*r)) for index, request in items]
 
     def _scratch_replay(self, task: Task, actions: list[str], stop_when_done: bool) -> ReplayResult:
+        if self._scratch is not None and self._scratch_options != task.options:
+            scratch, self._scratch = self._scratch, None
+            self._guarded("close", -1, scratch.close)
         if self._scratch is None:
-            self._scratch = self._factory(**self._options)
+            self._scratch = self._build(task.options)
+            self._scratch_options = task.options
         try:
             return replay(self._scratch, task, actions, stop_when_done)
         except Exception:  # an env that raised may be in any state: the next replay gets a fresh one
@@ -153,7 +170,7 @@ class EnvHost:
         self._keep_only([(slot, task) for slot, task, _ in episodes])
         steps = 0
         for slot, task, actions in episodes:
-            self._timed("restore", slot, lambda s=slot, t=task: self._env(s).reset(t))
+            self._timed("restore", slot, lambda s=slot, t=task: self._env(s, t).reset(t))
             for action in actions:
                 self._timed("restore", slot, lambda s=slot, a=action: self._envs[s].step(a))
                 steps += 1
@@ -861,8 +878,8 @@ class RayEnvPool(EnvPool):
         self._episodes = {}
 
 
-def _task_key(task: Task) -> tuple[str, str, int, str]:
-    return task.env, task.split, task.seed, task.task_id
+def _task_key(task: Task) -> tuple[str, str, int, str, str]:
+    return task.env, task.split, task.seed, task.task_id, repr(task.options)
 
 
 def make_pool(kind: str, env_name: str, env_options: dict[str, Any] | None = None, **kwargs: Any) -> EnvPool:

@@ -26,7 +26,7 @@ GROUP_HELP = {
                  "docs/t2po.md, docs/trajevolve.md, docs/gigpo.md)",
     "learner": "the DeepSpeed learner and the policy objective (docs/objectives.md)",
     "logger": "console, metrics.jsonl, wandb, TensorBoard",
-    "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling",
+    "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling, curriculum",
     "eval": "`agentforge eval`: the evaluation protocol",
     "sft": "the expert-SFT warm start and `agentforge sft`",
     "rft": "the RFT warm start and `agentforge rft`",

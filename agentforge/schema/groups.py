@@ -138,6 +138,19 @@ class DynamicSamplingSchema:
 
 
 @dataclass
+class CurriculumSchema:
+    option: str | None = opt(None, "the env option a difficulty curriculum varies on the training tasks "
+                             "(reasoning_gym: difficulty, sokoban: num_gen_steps); null: none. Held-out tasks keep "
+                             "the env's own")
+    levels: list = opt([], "the option's values, easy to hard (e.g. [0, 1, 2])")
+    schedule: str = opt("linear", "linear (level k for the k-th n-th of the training tasks) | success (next level "
+                        "once training success over `window` iterations reaches `promote_at`)",
+                        choices=("linear", "success"))
+    promote_at: float = opt(0.7, "success: the training success rate that moves to the next level", gt=0, le=1)
+    window: int = opt(2, "success: iterations averaged", ge=1)
+
+
+@dataclass
 class AsynchronousSchema:
     max_staleness: int = opt(0, "0: synchronous (rollout, update, push); k >= 1: rollout runs ahead on the engine "
                              "replicas, no trained turn more than k versions older than the learner", ge=0)
@@ -163,6 +176,7 @@ class TrainerSchema:
     save_trajectories: bool = opt(True, "every iteration's trajectories to trajectories/iter_NNNNN.jsonl.gz")
     trajectory_tokens: bool = opt(False, "also their token ids and log-probs (several times larger)")
     dynamic_sampling: DynamicSamplingSchema = opt(DynamicSamplingSchema(), "")
+    curriculum: CurriculumSchema = opt(CurriculumSchema(), "")
     asynchronous: AsynchronousSchema = opt(AsynchronousSchema(), "")
 
 

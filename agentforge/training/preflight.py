@@ -39,8 +39,12 @@ def check_env(name: str, options: dict[str, Any], splits: list[str]) -> None:
 def preflight(cfg: DictConfig) -> None:
     """All the cheap checks for a composed config: every config problem at once (the schema, then the multi-key
     checks), then the env's data for the splits the command plays."""
-    from agentforge.builders import without_name
+    from agentforge.builders import plain, without_name
     from agentforge.schema.config_check import check_config
 
     check_config(cfg)
     check_env(str(cfg.env.name), without_name(cfg.env), command_splits(cfg))
+    if str(cfg.get("command", "")) == "train" and cfg.get("trainer") is not None:
+        from agentforge.training.curriculum import check_curriculum
+
+        check_curriculum(plain(cfg.trainer.get("curriculum")), str(cfg.env.name), without_name(cfg.env), ["train"])

@@ -59,6 +59,7 @@ from agentforge.training.config import (
     resolve_resume_dir,
     warm_start_modes,
 )
+from agentforge.training.curriculum import CurriculumSampler, with_curriculum
 from agentforge.training.dynamic_sampling import DynamicSampling, play_with_signal
 from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.kl_reward import KLRewardPenalty
@@ -137,7 +138,10 @@ class Trainer:
         # colocated replicas (or an engine with sleep mode) give their memory to the learner during the update
         self.engine_sleeps = bool(cfg.engine.get("colocate", False) or cfg.engine.get("enable_sleep_mode", False))
         env_options = without_name(cfg.env)
-        self.sampler = task_sampler(str(cfg.env.name), env_options, "train", int(self.tcfg.seed_offset))
+        self.sampler = with_curriculum(
+            task_sampler(str(cfg.env.name), env_options, "train", int(self.tcfg.seed_offset)),
+            plain(self.tcfg.get("curriculum")), str(cfg.env.name),
+            int(self.tcfg.iterations) * int(self.tcfg.tasks_per_iteration))
         self.eval_tasks = held_out_tasks(str(cfg.env.name), env_options, int(self.tcfg.eval_tasks))
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
         self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
@@ -249,6 +253,18 @@ class Trainer:
             return result, result.groups, {}
         return play_with_signal(one_round, int(self.tcfg.tasks_per_iteration), self.dynamic_sampling)
 
+    def _curriculum_step(self, groups: list[Group]) -> dict[str, float]:
+        """The curriculum's level these groups were played at, and (schedule `success`) their success fed back:
+        a promotion applies to the next tasks drawn."""
+        if not isinstance(self.sampler, CurriculumSampler):
+            return {}
+        metrics = self.sampler.metrics()
+        episodes = [t for g in groups for t in g.trajectories]
+        if episodes and self.sampler.observe(sum(t.won for t in episodes) / len(episodes)):
+            console.print(f"curriculum: training success reached {self.sampler.settings.promote_at:.0%}; next tasks at "
+                          f"env.{self.sampler.settings.option}={self.sampler.value!r}")
+        return metrics
+
     def train_iteration(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         async_metrics: dict[str, float] = {}
@@ -279,6 +295,7 @@ class Trainer:
             groups = result.groups
             t_rollout = time.perf_counter() - started
         summary = rollout_summary(played, result.stats, result.metrics)  # env rewards, before any KL penalty
+        curriculum_metrics = self._curriculum_step(played)
 
         self._engine_sleep()
         t0 = time.perf_counter()
@@ -333,6 +350,7 @@ class Trainer:
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update(async_metrics)
+        metrics.update(curriculum_metrics)
         metrics.update(self.updates.metrics())
         metrics.update({
             "time/rollout": t_rollout, "time/advantages": t_adv, "time/update": t_update, "time/sync": t_sync,

@@ -163,3 +163,40 @@ def test_make_pool_and_bad_names() -> None:
         make_pool("ray", "sokobam", OPTIONS)
     with pytest.raises(ConfigError, match="unknown env pool options"):
         make_pool("local", "sokoban", OPTIONS, workers=2)
+
+
+def test_task_options_are_played_as_an_env_built_with_them_through_a_restart() -> None:
+    """A curriculum's tasks carry env options (`Task.options`): each is played exactly as an env built with those
+    options would play it, in a Ray pool whose worker is killed mid-episode (the restart rebuilds the task's env
+    with its options and replays); tasks without options (held-out ones) keep the pool's own options."""
+    one_box = (("num_boxes", 1),)
+    mixed = [Task("sokoban", s, options=one_box if i % 2 else ()) for i, s in enumerate(SEEDS)]
+    plan = scripts()
+    expected = {}
+    for slot, task in enumerate(mixed):
+        env = SokobanEnv(**{**OPTIONS, **dict(task.options)})
+        shown = [env.reset(Task("sokoban", task.seed)).anchor]
+        for action in plan[slot]:
+            result = env.step(action)
+            shown.append((result.observation.anchor, result.reward, result.done, result.won))
+            if result.done:
+                break
+        expected[slot] = shown
+
+    def played(pool: EnvPool, kill_at: int | None) -> dict[int, list[Any]]:
+        shown = {slot: [o.anchor] for slot, o in enumerate(pool.reset(mixed))}
+        turn = 0
+        while pool.active_slots:
+            if turn == kill_at:
+                pool.kill_worker(0)  # type: ignore[attr-defined]
+            for slot, r in pool.step({slot: plan[slot][turn] for slot in pool.active_slots}).items():
+                shown[slot].append((r.observation.anchor, r.reward, r.done, r.won))
+            turn += 1
+        return shown
+
+    with LocalEnvPool("sokoban", OPTIONS) as local:
+        assert played(local, None) == expected
+    with RayEnvPool("sokoban", OPTIONS, num_workers=2, max_restarts=1) as pool:
+        assert played(pool, 3) == expected
+        assert pool.restarts == 1
+    assert expected[0][0] != expected[1][0]  # seed 3 with two boxes and with one: the option reached the env

@@ -1,5 +1,6 @@
 """The whole training loop on the tiny model: artifacts, checkpoints, resume reproducibility, bad configs."""
 
+import gzip
 import json
 import shutil
 
@@ -24,8 +25,10 @@ def losses(run_dir):
 
 
 def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
+    # with a curriculum on Sokoban's generation steps: iteration 1's tasks at 3 steps, iteration 2's at 6
+    curriculum = ["trainer.curriculum.option=num_gen_steps", "trainer.curriculum.levels=[3,6]"]
     cfg = compose_config([*FAST, "trainer.iterations=2", "trainer.checkpoint_every=1", "trainer.keep_checkpoints=1",
-                          "logger.wandb=true"], run_dir=str(tmp_path / "run"))
+                          "logger.wandb=true", *curriculum], run_dir=str(tmp_path / "run"))
     summary = Trainer(cfg).fit()
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -38,6 +41,13 @@ def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["iter_000002"]  # keep_checkpoints=1
     assert summary["before"]["iteration"] == 0 and summary["after"]["iteration"] == 2
     assert any((run / "wandb").glob("offline-run-*"))
+    assert [rows[i]["train/curriculum_value"] for i in (1, 2)] == [3.0, 6.0]
+    for iteration, steps in ((1, 3), (2, 6)):
+        with gzip.open(run / "trajectories" / f"iter_{iteration:05d}.jsonl.gz", "rt") as f:
+            tasks = [json.loads(line)["task"] for line in f]
+        assert tasks and all(t["options"] == [["num_gen_steps", steps]] for t in tasks), tasks[:1]
+    state = json.loads((run / "checkpoints" / "iter_000002" / "trainer_state.json").read_text())
+    assert state["sampler"]["curriculum"]["level"] == 1
 
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):
