@@ -14,10 +14,10 @@ from collections.abc import Callable
 import hydra
 from omegaconf import DictConfig
 
-from agentforge.config import recipe_file_override, register_recipes
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.hardware import resolve_config_dtypes
-from agentforge.training.interrupt import EXIT_STATUS, interrupt_guard
+from agentforge.reliability.interrupt import EXIT_STATUS, interrupt_guard
+from agentforge.schema.compose import recipe_file_override, register_recipes
 
 EXIT_CONFIG_ERROR = 2  # a config that cannot work (every problem listed); 1: any other agentforge error
 
@@ -68,7 +68,7 @@ examples:
 
 
 def _run_rollout(cfg: DictConfig) -> None:
-    from agentforge.rollout.command import run_rollout
+    from agentforge.evaluation.rollout_command import run_rollout
 
     run_rollout(cfg)
 

@@ -10,7 +10,7 @@ Two ways to pretend to be another machine, both read here:
 - `ONEDNN_MAX_CPU_ISA` below AVX512_CORE_BF16 (e.g. `AVX2`) or `ATEN_CPU_CAPABILITY=avx2|default` make torch
   compute like an AVX2 machine (benchmarks/dtype_matmul.py), so `auto` treats them as "no native bf16" too.
 
-`resolve_config_dtypes` is applied once to every composed config (agentforge.config.compose_config and the CLI):
+`resolve_config_dtypes` is applied once to every composed config (agentforge.schema.compose.compose_config and the CLI):
 it replaces `auto` (and the engine's / learner's `null`, "the model's") with the concrete dtype and adds a
 `hardware` block (`describe()`), so the run dir's config.yaml records what ran and on what, and returns the one line
 the CLI prints plus any warnings.

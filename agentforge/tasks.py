@@ -16,6 +16,12 @@ WEIGHT = "weight"
 DEFAULT_MEMBERS = {"sokoban": {WEIGHT: 1.0}, "search_qa": {WEIGHT: 1.0}}  # two cheap built-ins (`envs: null`)
 
 
+def iteration_seed(run_seed: int, iteration: int, salt: int = 0) -> int:
+    """A distinct, reproducible sampling seed per (run, iteration, purpose): the trainer's rollouts and evals, and
+    `agentforge eval` when it replays the trainer's eval sampling."""
+    return (run_seed * 1_000_003 + iteration * 7_919 + salt) % 2**31
+
+
 @dataclass
 class TaskSampler:
     """Hands out tasks with consecutive seeds of a split; its position is part of a checkpoint."""

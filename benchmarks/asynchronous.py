@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from _report import metric_rows, publish
 
-from agentforge.config import compose_config
 from agentforge.hardware import describe
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import Trainer
 
 

@@ -27,7 +27,6 @@ import torch
 from _report import publish
 
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, without_name
-from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.gateway.examples.client import http_client
 from agentforge.gateway.examples.search_tools import SYSTEM, TOOLS, SearchTask
@@ -35,6 +34,7 @@ from agentforge.gateway.workflow import GatewayWorkflow
 from agentforge.hardware import describe
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 
 THINK = "I search for the entity the question names."

@@ -34,9 +34,9 @@ SETTINGS = {
 def rollout_samples(args: argparse.Namespace):
     """Real turns: the grpo_sokoban recipe's prompts played by SmolLM2 in bf16 vLLM."""
     from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
-    from agentforge.config import compose_config
     from agentforge.learner.batch import policy_samples
     from agentforge.rollout.multi_turn import MultiTurnWorkflow
+    from agentforge.schema.compose import compose_config
     from agentforge.tasks import TaskSampler
 
     cfg = compose_config(["recipe=grpo_sokoban", "command=train", "env_pool.kind=local", "model.dtype=bfloat16",

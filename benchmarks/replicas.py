@@ -25,12 +25,12 @@ from _report import publish
 from rollout import add_workload_arguments, env_options, measured_rollout
 
 from agentforge.builders import build_model_spec
-from agentforge.config import compose_config
+from agentforge.cluster.ray_runtime import ensure_ray
 from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
 from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
 from agentforge.engines.shared import checkpoint_tensors
 from agentforge.hardware import describe
-from agentforge.launch.ray_runtime import ensure_ray
+from agentforge.schema.compose import compose_config
 
 SHAPES = {  # Qwen2.5 configs: hidden, layers, intermediate, heads, kv heads, head dim, vocab
     "qwen2.5-0.5b": (896, 24, 4864, 14, 2, 64, 151_936),

@@ -25,11 +25,11 @@ import torch
 from _report import publish
 
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
-from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.hardware import describe
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 
 LATENCIES = (0.1, 0.5)  # Sokoban's injected step latency: lognormal medians (s), sigma 1.0, at most 5 s

@@ -5,7 +5,7 @@
 Runs `agentforge train recipe=<recipe>` in a fresh process, then reads the run's metrics.jsonl and summary.json:
 the seconds of each phase (warm start, rollout, learner update, weight sync, eval, the rest: start-up, checkpoints,
 plots), held-out success of the model as given, after the warm start and at the end (95 % Wilson intervals), the
-paired verdicts (agentforge/evaluation/stats.py: same tasks, same sampling seeds) and the gain in success per hour
+paired verdicts (agentforge/stats.py: same tasks, same sampling seeds) and the gain in success per hour
 of training time (rollout + update + sync + warm start; evals not counted), with the paired interval scaled the
 same way.
 Writes benchmarks/results/time_to_success_<recipe>_<dtype>.json and prints one line.

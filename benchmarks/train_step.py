@@ -15,8 +15,8 @@ from pathlib import Path
 
 from _report import metric_rows, publish
 
-from agentforge.config import compose_config
 from agentforge.hardware import describe
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import Trainer
 
 

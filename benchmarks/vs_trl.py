@@ -97,7 +97,7 @@ def run_trl(mode: str, steps: int) -> list[float]:
 
 
 def run_agentforge(mode: str, steps: int) -> list[float]:
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.training.trainer import Trainer
 
     run_dir = Path(tempfile.mkdtemp())

@@ -1,1 +1,1 @@
-"""The bundled recipes (`recipe=<file stem>`), packaged as `agentforge.recipes`; see `agentforge.config`."""
+"""The bundled recipes (`recipe=<file stem>`), packaged as `agentforge.recipes`; see `agentforge.schema.compose`."""

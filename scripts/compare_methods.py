@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentforge.evaluation.stats import paired_difference, wilson_interval
+from agentforge.stats import paired_difference, wilson_interval
 from agentforge.tracking.tracker import read_metrics
 
 Outcomes = dict[str, list[bool]]

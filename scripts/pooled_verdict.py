@@ -1,5 +1,5 @@
 """One paired verdict over several training seeds: each run's per-task eval outcomes (summary.json `eval_outcomes`),
-pooled task by task, then compared between two of its evals with agentforge.evaluation.stats.paired_difference,
+pooled task by task, then compared between two of its evals with agentforge.stats.paired_difference,
 or, with `--against`, between two sets of runs (two methods trained with the same seeds, same held-out tasks).
 
     python scripts/pooled_verdict.py RUN [RUN ...] [--before 0] [--after last] [--out verdict.json]
@@ -19,7 +19,7 @@ import argparse
 import json
 from pathlib import Path
 
-from agentforge.evaluation.stats import paired_difference
+from agentforge.stats import paired_difference
 
 Outcomes = dict[str, list[bool]]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from agentforge.stats import wilson_interval
 from agentforge.tracking.tracker import read_metrics
-from agentforge.training.summary import wilson_interval
 
 Pooled = dict[str, dict[int, list[tuple[float, int]]]]  # variant -> iteration -> (success rate, episodes) per seed
 

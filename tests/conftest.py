@@ -61,7 +61,7 @@ def tiny_tokenizer(tiny_spec: ModelSpec) -> Any:
 @pytest.fixture
 def tiny_train_config(tmp_path: Path) -> Any:
     """`make(recipe, *overrides)`: a one-iteration tiny-model train config (TINY_TRAIN) writing to tmp_path/run."""
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     def make(recipe: str, *overrides: str) -> Any:
         return compose_config([f"recipe={recipe}", *TINY_TRAIN, *overrides], run_dir=str(tmp_path / "run"))
@@ -96,7 +96,7 @@ def ray_with_module_classes(request: pytest.FixtureRequest) -> Any:
 # them (on a schedule, as `make test-slurm`). Each entry says which test keeps its component's path in `make test`.
 LONG_TESTS: dict[str, str] = {
     "tests/integration/test_preemption.py::test_scheduler_signal_checkpoints_then_resume_auto_continues[SIGTERM]":
-        "the same handler as SIGUSR1 (training/interrupt.py installs both); the SIGUSR1 variant stays",
+        "the same handler as SIGUSR1 (reliability/interrupt.py installs both); the SIGUSR1 variant stays",
     "tests/integration/test_preemption.py::test_scheduler_signal_checkpoints_then_resume_auto_continues"
     "[SIGUSR1-asynchronous]": "asynchronous resume stays in test_asynchronous.py (a resumed run trains the batches "
                               "its checkpoint kept); the signal path stays with SIGUSR1",

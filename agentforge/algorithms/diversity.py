@@ -173,3 +173,11 @@ def group_diversity(
         out[f"div_dpp/{name}"] = float(np.mean(dpp)) if dpp else math.nan
         out[f"div_groups/{name}"] = float(len(pair))
     return out
+
+
+def diversity_summary(groups: list[Group], descriptor_names: list[str]) -> dict[str, float]:
+    """D^pair and D^dpp per descriptor over each group's successful rollouts; metrics no group qualified for are left
+    out (NaN would break curves), the count of contributing groups is always there."""
+    if not descriptor_names or all(len(g.trajectories) < 2 for g in groups):
+        return {}
+    return {k: v for k, v in group_diversity(groups, descriptor_names).items() if not math.isnan(v)}

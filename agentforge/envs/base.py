@@ -9,6 +9,11 @@ from agentforge.registry import Registry
 from agentforge.types import Observation, StepResult, Task
 
 EXECUTABLE = "executable"  # the StepResult.info key that says whether the env carried the action out
+# games the policy plays on several sides (rollout/sides.py splits their episodes per side):
+SIDE = "player"  # Observation/turn info: the side that acts in this state
+SIDES = "sides"  # Observation info: how many sides the policy plays (> 1: self-play)
+REWARDS = "rewards"  # the final step's info: {side: reward}
+WINNERS = "winners"  # the final step's info: the sides that won (none on a draw)
 
 
 @runtime_checkable

@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentforge.cluster.ray_runtime import ensure_ray  # re-exported: callers import it from here
 from agentforge.envs.base import ENVS, Env, is_replayable
 from agentforge.envs.latency import LatencyEnvFactory, StepLatency
 from agentforge.envs.replay import ReplayResult, checked_actions, replay
 from agentforge.errors import ConfigError, EnvWorkerError
-from agentforge.launch.ray_runtime import ensure_ray  # re-exported: callers import it from here
 from agentforge.reliability.faultpoints import fault_point
 from agentforge.types import Observation, StepResult, Task
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from agentforge.errors import ConfigError
-from agentforge.training.checkpoint import MARKER, CheckpointManager
+from agentforge.reliability.checkpoint import MARKER, CheckpointManager
 
 EXPECTED = (
     "expected a train run dir (with checkpoints/), a checkpoint dir (<run>/checkpoints/iter_000010) or an HF model "

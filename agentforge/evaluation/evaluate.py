@@ -28,9 +28,9 @@ from agentforge.evaluation.checkpoint_source import (
 )
 from agentforge.evaluation.evaluator import Evaluator, resolve_descriptors
 from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
+from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import episode_outcomes
 from agentforge.tracking.progress import console
-from agentforge.training.summary import view_hint
 
 ALGORITHM_LABELS = {"grpo": "GRPO", "gigpo": "GiGPO", "tjpo": "TJPO"}
 
@@ -75,7 +75,7 @@ def compare_rows(cfg: DictConfig, evaluator: Evaluator, main: Any, source: Check
                  descriptors: list[str]) -> tuple[dict[str, Any], Any]:
     """`compare=`: the second policy's weights pushed into the same engine, the same tasks played from the same seed,
     and the paired difference (main - compared) in success, with its 95 % interval."""
-    from agentforge.training.summary import paired_verdict
+    from agentforge.evaluation.summary import paired_verdict
 
     if source is not None and source.kind == "checkpoint":
         check_compatible(source, evaluator.spec.path)

@@ -56,7 +56,7 @@ def resolve_descriptors(setting: list[str] | str | None, env_name: str, optimise
 
 def default_seed(cfg: DictConfig) -> int:
     """The trainer's eval seed, so `agentforge eval` with the trainer's eval settings samples what it sampled."""
-    from agentforge.training.trainer import iteration_seed
+    from agentforge.tasks import iteration_seed
 
     return iteration_seed(int(cfg.seed), 0, salt=1)
 

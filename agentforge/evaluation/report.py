@@ -47,7 +47,7 @@ def table_columns(descriptors: list[str], present: set[str] | None = None) -> li
 def success_cell(metrics: dict[str, Any], digits: int = 4) -> str:
     """The success rate with its 95 % Wilson interval over the row's episodes, so rows can be read as beyond noise
     (intervals apart) or not."""
-    from agentforge.evaluation.stats import wilson_interval
+    from agentforge.stats import wilson_interval
 
     value, episodes = metrics.get("success_rate"), metrics.get("episodes")
     text = _number(value, digits)
@@ -132,7 +132,7 @@ def intervention_table(interventions: dict[str, Any]) -> Table:
 def write_eval_outputs(folder: Path, report: dict[str, Any], groups: list[Group],
                        intervention_groups: dict[str, list[Group]] | None = None) -> dict[str, Path]:
     """eval.json, eval.md, the main row's trajectories.jsonl and, with interventions, trajectories_<condition>.jsonl."""
-    from agentforge.rollout.command import write_trajectories
+    from agentforge.evaluation.rollout_command import write_trajectories
 
     paths = {"eval.json": folder / "eval.json", "eval.md": folder / "eval.md",
              "trajectories": folder / "trajectories.jsonl"}

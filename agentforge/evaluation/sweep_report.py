@@ -9,7 +9,7 @@ it never stops the report.
 
 `--baseline <job | key=value[,key=value]>` names the row every other job is compared with, paired task by task on
 the final eval's per-task outcomes (summary.json's `eval_outcomes`: the same held-out tasks and sampling seeds in
-every job of a sweep): the difference in success with its 95 % interval (agentforge/evaluation/stats.py), matched
+every job of a sweep): the difference in success with its 95 % interval (agentforge/stats.py), matched
 seed by seed when the baseline has a job per seed. The random floor (summary.json's "random floor" row) is drawn
 on the plot.
 """
@@ -255,7 +255,7 @@ def _cell(key: str, value: float | None, metrics: dict[str, Any] | None = None) 
         return f"{value * DPP_SCALE:.3f}"
     if key == "eval/success_rate" and metrics and isinstance(metrics.get("eval/episodes"), int | float) \
             and metrics["eval/episodes"] > 0:
-        from agentforge.evaluation.stats import wilson_interval
+        from agentforge.stats import wilson_interval
 
         n = float(metrics["eval/episodes"])
         low, high = wilson_interval(value * n, n)
@@ -330,7 +330,7 @@ def select_baseline(jobs: list[Job], spec: str) -> list[Job]:
 
 def compare_with_baseline(jobs: list[Job], spec: str) -> None:
     """Each job's paired difference in final-eval success against the baseline job of its seed (or the only one)."""
-    from agentforge.evaluation.stats import paired_difference
+    from agentforge.stats import paired_difference
 
     baselines = select_baseline(jobs, spec)
     for job in jobs:

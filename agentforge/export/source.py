@@ -12,7 +12,7 @@ import yaml
 
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.evaluation.checkpoint_source import CheckpointSource, resolve_checkpoint
-from agentforge.training.checkpoint import CheckpointManager
+from agentforge.reliability.checkpoint import CheckpointManager
 
 EXPECTED = ("expected a train run dir (runs/train/<time>, with checkpoints/), a checkpoint dir "
             "(<run>/checkpoints/iter_000010) or an `agentforge sft`/`rft` run dir (with model/)")

@@ -6,23 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
-
 from agentforge.errors import ConfigError
 from agentforge.gateway.agent_env import load_callable
 from agentforge.gateway.workflow import GatewayWorkflow
-from agentforge.rollout.workflow import ProgressCallback
-from agentforge.types import Task, Trajectory
+from agentforge.types import ProgressCallback, Task, Trajectory
 
 
-def expert_conversations(cfg: DictConfig, tokenizer: Any, tasks: list[Task],
+def expert_conversations(env_options: dict[str, Any], max_model_len: int, tokenizer: Any, tasks: list[Task],
                          on_progress: ProgressCallback | None = None) -> list[Trajectory]:
-    """One expert-answered episode per task; the won ones, every call a turn with the expert's reply as its ids."""
-    from agentforge.builders import without_name
-
-    options = without_name(cfg.env)
+    """One expert-answered episode per task; the won ones, every call a turn with the expert's reply as its ids.
+    `env_options`: the agent env's options (its `expert`, `entry`, ...); `max_model_len`: the engine's."""
+    options = env_options
     expert = load_callable(options.get("expert"), "env.expert")
-    workflow = GatewayWorkflow(options, max_model_len=int(cfg.engine.max_model_len), expert=expert)
+    workflow = GatewayWorkflow(options, max_model_len=max_model_len, expert=expert)
     try:
         result = workflow.play_expert(tokenizer, tasks, on_progress)
     finally:

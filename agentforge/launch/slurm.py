@@ -133,7 +133,7 @@ def submit(script: Path) -> str:
 
 def launch_slurm(args: list[str]) -> int:
     """The command: check, render into the run dir, then submit or (`--dry-run`) print."""
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     options, overrides, dry_run = split_launch_args(args)
     if not any(o.split("=", 1)[0] == "recipe" for o in overrides):

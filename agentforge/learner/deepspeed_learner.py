@@ -660,7 +660,11 @@ class DeepSpeedLearnerRank:
         if not (path / COMPLETE_MARKER).is_file():
             raise AgentforgeError(f"{path} is not a complete learner checkpoint (no {COMPLETE_MARKER} marker): "
                                   "saving was interrupted or the path is wrong; resume from an earlier checkpoint")
-        from agentforge.training.checkpoint import CheckpointMismatchError, check_learner_checkpoint, mismatch_message
+        from agentforge.reliability.checkpoint import (
+            CheckpointMismatchError,
+            check_learner_checkpoint,
+            mismatch_message,
+        )
 
         check_learner_checkpoint(path, self.model_path, self.config.to_dict()["lora"])
         try:

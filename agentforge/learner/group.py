@@ -57,7 +57,7 @@ class Learner:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from agentforge.launch.placement import ready_placement_group
+        from agentforge.cluster.placement import ready_placement_group
 
         if not ray.is_initialized():
             raise AgentforgeError("the learner's Ray actors need a running Ray runtime: call "

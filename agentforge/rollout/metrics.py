@@ -99,15 +99,3 @@ def per_side_summary(trajectories: list) -> dict[str, float]:
         out[f"player{side}/win_rate"] = ratio(sum(t.won for t in items), len(items))
         out[f"player{side}/mean_return"] = ratio(sum(t.episode_return for t in items), len(items))
     return out
-
-
-def diversity_summary(groups: list[Group], descriptor_names: list[str]) -> dict[str, float]:
-    """D^pair and D^dpp per descriptor over each group's successful rollouts; metrics no group qualified for are left
-    out (NaN would break curves), the count of contributing groups is always there."""
-    import math
-
-    from agentforge.algorithms.diversity import group_diversity
-
-    if not descriptor_names or all(len(g.trajectories) < 2 for g in groups):
-        return {}
-    return {k: v for k, v in group_diversity(groups, descriptor_names).items() if not math.isnan(v)}

@@ -18,16 +18,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from agentforge.envs.base import REWARDS, SIDE, SIDES, WINNERS
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Group, Observation, Span, Trajectory, Turn
 
-if TYPE_CHECKING:  # envs import the keys below in their workers: keep this module light
+if TYPE_CHECKING:
     from agentforge.agent.render import AgentConfig
 
-SIDE = "player"  # Observation/turn info: the side that acts in this state
-SIDES = "sides"  # Observation info: how many sides the policy plays (> 1: self-play)
-REWARDS = "rewards"  # the final step's info: {side: reward}
-WINNERS = "winners"  # the final step's info: the sides that won (none on a draw)
 SUPPORTED = ("only the turns of played games can be given to a side: train self-play with grpo or gigpo (t2po's "
              "discarded turns go with their turn's side)")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,35 +30,16 @@ from agentforge.agent.render import AgentConfig, conversation_prompt, render_tur
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool
-from agentforge.types import Completion, Group, Observation, SamplingConfig, Task, Trajectory
-
-
-@dataclass
-class RolloutStats:
-    """Throughput counters of one workflow run (for the summary and the progress bar).
-
-    `generated_tokens`/`generate_seconds` count every generation (extra and discarded ones too); `extra_generations`
-    counts generations outside the env turns (strategies, judgments) and `regenerated_turns` the turns discarded
-    and generated again from the same state. Under per-episode scheduling generate calls overlap (one per replica)
-    and with env steps: `generate_seconds` then sums the calls' durations, `env_seconds` is the driver's time in
-    env pool calls, and `idle_seconds` the time it waited for either.
-    """
-
-    generated_tokens: int = 0
-    generate_seconds: float = 0.0
-    env_steps: int = 0
-    env_seconds: float = 0.0
-    turns: int = 0
-    wall_seconds: float = 0.0
-    extra_generations: int = 0
-    regenerated_turns: int = 0
-    idle_seconds: float = 0.0  # per-episode scheduling: the driver waited with no turn or env result ready
-    overlapped: bool = False  # per-episode scheduling: generate calls and env steps ran at the same time
-    generate_calls: int = 0  # engine calls made through `RolloutContext.generate` (batches)
-    context_limit_ends: int = 0  # conversations ended because the next prompt would not fit (agent.history)
-
-
-ProgressCallback = Callable[[int, int, RolloutStats], None]
+from agentforge.types import (
+    Completion,
+    Group,
+    Observation,
+    ProgressCallback,
+    RolloutStats,
+    SamplingConfig,
+    Task,
+    Trajectory,
+)
 
 
 @dataclass

@@ -23,7 +23,7 @@ GROUP_KEYS = ("model", "engine", "env", "algorithm", "agent", "learner", "logger
 def _compose(overrides: list[str]) -> DictConfig:
     from hydra import compose, initialize_config_module
 
-    from agentforge.config import CONFIG_MODULE
+    from agentforge.schema.compose import CONFIG_MODULE
 
     with initialize_config_module(config_module=CONFIG_MODULE, version_base=None):
         return compose(config_name="config", overrides=overrides)
@@ -75,7 +75,7 @@ def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, str, list[str]]:
 def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig | None]:
     """Every problem of a command line's overrides (unknown keys, values the schema refuses, the multi-key checks),
     and the composed config when it could be composed."""
-    from agentforge.config import register_recipes, registered_recipes
+    from agentforge.schema.compose import register_recipes, registered_recipes
     from agentforge.schema.config_check import config_problems
 
     register_recipes()  # the built-in recipes and the schema defaults (a recipe file's own stays registered)

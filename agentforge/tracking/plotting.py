@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from agentforge.evaluation.stats import wilson_interval  # noqa: E402
+from agentforge.stats import wilson_interval  # noqa: E402
 from agentforge.tracking.tracker import read_metrics  # noqa: E402
 
 PANELS: list[tuple] = [

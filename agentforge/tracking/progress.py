@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentforge.rollout.workflow import ProgressCallback, RolloutStats
+from agentforge.types import ProgressCallback, RolloutStats
 
 console = Console(stderr=True)
 if not console.is_terminal:  # a log file: lines as wide as a table needs, not a terminal's default 80 columns

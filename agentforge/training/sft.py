@@ -179,7 +179,7 @@ def expert_dataset(cfg: DictConfig, tokenizer: Any) -> list[Trajectory]:
     if cfg.env.name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
         from agentforge.gateway.warm_start import expert_conversations
 
-        return expert_conversations(cfg, tokenizer, tasks)
+        return expert_conversations(without_name(cfg.env), int(cfg.engine.max_model_len), tokenizer, tasks)
     data = expert_trajectories(cfg, tokenizer, tasks)
     if not data:
         raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "

@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig
 
 from agentforge.algorithms import make_algorithm
+from agentforge.algorithms.diversity import diversity_summary
 from agentforge.builders import (
     build_engine,
     build_model_spec,
@@ -30,15 +31,18 @@ from agentforge.builders import (
     prepare_run_dir,
     without_name,
 )
+from agentforge.cluster.placement import record_placement
 from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
-from agentforge.launch.placement import record_placement
+from agentforge.evaluation.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
 from agentforge.learner import Learner
 from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.learner.memory import check_memory_fit
+from agentforge.reliability.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
+from agentforge.reliability.interrupt import Preempted, critical, preemption_requested
 from agentforge.reliability.reaper import start_reaper
-from agentforge.rollout.metrics import diversity_summary, episode_outcomes, rollout_summary
-from agentforge.tasks import held_out_tasks, task_sampler
+from agentforge.rollout.metrics import episode_outcomes, rollout_summary
+from agentforge.tasks import held_out_tasks, iteration_seed, task_sampler
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import TrainProgress, console
 from agentforge.tracking.tracker import RunTracker
@@ -51,7 +55,6 @@ from agentforge.training.asynchronous import (
     oldest_lag,
     staleness,
 )
-from agentforge.training.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
 from agentforge.training.config import (
     learner_config_for_run,
     max_staleness,
@@ -61,10 +64,8 @@ from agentforge.training.config import (
 )
 from agentforge.training.curriculum import CurriculumSampler, with_curriculum
 from agentforge.training.dynamic_sampling import DynamicSampling, play_with_signal
-from agentforge.training.interrupt import Preempted, critical, preemption_requested
 from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.preflight import preflight
-from agentforge.training.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
 from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 
@@ -75,11 +76,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def iteration_seed(run_seed: int, iteration: int, salt: int = 0) -> int:
-    """A distinct, reproducible seed per (run, iteration, purpose)."""
-    return (run_seed * 1_000_003 + iteration * 7_919 + salt) % 2**31
 
 
 def sample_records(groups: list[Group], count: int) -> list[dict[str, Any]]:

@@ -15,9 +15,9 @@ from typing import Any
 from omegaconf import open_dict
 
 from agentforge.agent.prompts import PROMPTS, PromptTemplate
-from agentforge.config import compose_config
 from agentforge.envs.base import ENVS
 from agentforge.models.loading import load_tokenizer, resolve_model
+from agentforge.schema.compose import compose_config
 from agentforge.types import Observation, StepResult, Task
 
 # One iteration: 4 tasks x 8 samples of one 8-token turn at lr 3e-2, the learning tests' budget.

@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 
-from agentforge.config import compose_config
 from agentforge.errors import ConfigProblems
+from agentforge.reliability.checkpoint import CheckpointManager
+from agentforge.schema.compose import compose_config
 from agentforge.schema.config_check import check_config
 from agentforge.tracking.trajectories import iteration_files, read_records
-from agentforge.training.checkpoint import CheckpointManager
 from agentforge.training.trainer import Trainer
 from agentforge.training.updates import STALL_ITERATIONS
 from tests.integration import letter_bandit

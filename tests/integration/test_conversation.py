@@ -11,7 +11,6 @@ from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.builders import build_engine, build_model_spec
-from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
@@ -21,6 +20,7 @@ from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.turns import TRUNCATED
 from agentforge.rollout.workflow import RolloutContext
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.types import SamplingConfig
 

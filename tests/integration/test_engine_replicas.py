@@ -16,12 +16,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from agentforge.config import compose_config
 from agentforge.engines import make_engine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.rollout.hooks import RolloutHooks
+from agentforge.schema.compose import compose_config
 from agentforge.types import SamplingConfig
 
 pytestmark = pytest.mark.integration

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentforge.builders import build_engine, build_model_spec
-from agentforge.config import compose_config
 from agentforge.engines import make_engine
+from agentforge.schema.compose import compose_config
 from agentforge.types import SamplingConfig
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ import pytest
 import torch
 from test_sweep_report import TINY_TRAIN, run_cli, tiny_sweep
 
-from agentforge.config import compose_config
 from agentforge.errors import ConfigError
 from agentforge.evaluation.evaluate import run_eval
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import iteration_seed
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,7 @@ def test_a_lora_checkpoint_loads_as_the_learners_merged_export(tiny_model_dir, t
     """LoRA checkpoints hold only the adapter: eval merges it onto the recorded base exactly as the learner exports."""
     from agentforge.evaluation.checkpoint_source import load_checkpoint_weights, resolve_checkpoint
     from agentforge.learner import Learner, LearnerConfig
-    from agentforge.training.checkpoint import CheckpointManager
+    from agentforge.reliability.checkpoint import CheckpointManager
 
     config = LearnerConfig.from_mapping({"lr": 1e-3, "lora": {"enabled": True}})
     with Learner(str(tiny_model_dir), config, in_process=True) as learner:

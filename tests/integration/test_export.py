@@ -75,7 +75,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """A full-weight and a LoRA run, each exported into <run>/export/iter_000001. The LoRA run is a real `agentforge
     train` process (its card names the command that reproduces it) exported through the CLI's main here; the
     full run is trained in this process (the same trainer) and exported by a real `agentforge export` process."""
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.training.trainer import Trainer
 
     root = tmp_path_factory.mktemp("export_runs")

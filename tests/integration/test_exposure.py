@@ -121,7 +121,7 @@ def test_a_client_without_the_token_is_refused() -> None:
 
 
 def test_wandb_stays_offline_unless_asked() -> None:
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     cfg = compose_config(["recipe=debug", "command=train"])
     assert cfg.logger.wandb_mode == "offline"

@@ -18,9 +18,9 @@ from omegaconf import open_dict
 
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, build_workflow
-from agentforge.config import compose_config
 from agentforge.errors import ConfigError
 from agentforge.learner.batch import TurnSample
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 
 pytestmark = pytest.mark.integration

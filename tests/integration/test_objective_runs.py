@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.config import compose_config
 from agentforge.errors import ConfigError
+from agentforge.schema.compose import compose_config
 from agentforge.training.preflight import preflight
 from agentforge.training.trainer import Trainer
 

@@ -12,7 +12,6 @@ import pytest
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.builders import build_engine, build_model_spec
-from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.base import ENVS
 from agentforge.envs.pool import LocalEnvPool, RayEnvPool
@@ -20,6 +19,7 @@ from agentforge.envs.sokoban import SokobanEnv
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.workflow import RolloutContext
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.types import SamplingConfig, Task
 

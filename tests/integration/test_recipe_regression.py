@@ -45,7 +45,7 @@ def overrides(algorithm: str) -> list[str]:
 
 def run_one_iteration(algorithm: str, run_dir: Path) -> dict:
     """Train one iteration; return its trajectories (token ids, log-probs), advantages and loss."""
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.training.trainer import Trainer
 
     trainer = Trainer(compose_config(overrides(algorithm), run_dir=str(run_dir)))

@@ -8,7 +8,6 @@ from agentforge.agent.chat import chat_prompt_ids
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.builders import build_engine, build_model_spec
-from agentforge.config import compose_config
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import LocalEnvPool, RayEnvPool
 from agentforge.errors import AgentforgeError
@@ -17,6 +16,7 @@ from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.workflow import EpisodePlan, RolloutContext
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig, Span
 

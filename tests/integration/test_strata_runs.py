@@ -16,10 +16,10 @@ from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.strata import strata_levels
 from agentforge.algorithms.strategy_selection import StrategyEmbedder, farthest_point_selection
 from agentforge.builders import build_engine, build_model_spec
-from agentforge.config import compose_config
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import RolloutContext
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig
 from tests.conftest import TINY_TRAIN

@@ -13,13 +13,13 @@ from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
 from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.t2po import THINK_QUEUE
-from agentforge.config import compose_config
 from agentforge.engines import make_engine
 from agentforge.engines.interventions import InterventionSpec, register_token_pieces, self_calibrated_uncertainty
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
 from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import RolloutContext
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig
 

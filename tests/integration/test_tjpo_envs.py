@@ -90,7 +90,7 @@ def test_tjpo_alfworld_recipe_trains_one_iteration_on_the_tiny_model(tmp_path):
     pytest.importorskip("alfworld")
     import json
 
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.training.trainer import Trainer
 
     cfg = compose_config([

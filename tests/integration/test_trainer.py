@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from agentforge.config import compose_config
 from agentforge.errors import ConfigError
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import Trainer
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def wait_cluster(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "agentforge.launch.wait_cluster", *args], env=env,
+    proc = subprocess.run([sys.executable, "-m", "agentforge.cluster.wait_cluster", *args], env=env,
                           capture_output=True, text=True, timeout=120)
     return proc, time.monotonic() - started
 

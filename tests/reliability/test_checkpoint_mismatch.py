@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.config import compose_config
-from agentforge.training.checkpoint import CheckpointMismatchError
+from agentforge.reliability.checkpoint import CheckpointMismatchError
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import Trainer
 
 pytestmark = pytest.mark.integration

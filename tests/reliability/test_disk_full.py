@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.config import compose_config
-from agentforge.training.checkpoint import MARKER, CheckpointError, CheckpointManager
+from agentforge.reliability.checkpoint import MARKER, CheckpointError, CheckpointManager
+from agentforge.schema.compose import compose_config
 from agentforge.training.trainer import Trainer
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reliability_runs import TRAIN, finish, kill_at_fault, launch, metrics, survivors, tail
 
-from agentforge.training.checkpoint import MARKER, PARTIAL, CheckpointManager
+from agentforge.reliability.checkpoint import MARKER, PARTIAL, CheckpointManager
 
 pytestmark = pytest.mark.integration
 

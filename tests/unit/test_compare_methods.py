@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentforge.evaluation.stats import paired_difference
+from agentforge.stats import paired_difference
 
 pytestmark = pytest.mark.unit
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare_methods.py"

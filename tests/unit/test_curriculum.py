@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.config import compose_config
 from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
+from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.training.curriculum import CurriculumSampler, CurriculumSettings, with_curriculum
 from agentforge.training.preflight import preflight

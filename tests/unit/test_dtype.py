@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from agentforge.config import available_recipes, bundled_recipe_dir, compose_config
 from agentforge.errors import ConfigError
 from agentforge.hardware import (
     NATIVE_BF16_ENV,
@@ -20,6 +19,7 @@ from agentforge.hardware import (
     resolve_config_dtypes,
     resolve_dtype,
 )
+from agentforge.schema.compose import available_recipes, bundled_recipe_dir, compose_config
 
 pytestmark = pytest.mark.unit
 

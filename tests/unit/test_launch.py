@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.config import compose_config
 from agentforge.errors import ConfigError
 from agentforge.launch.options import SlurmOptions, split_launch_args, time_limit_seconds
 from agentforge.launch.slurm import check_slots, derived_overrides, render
+from agentforge.schema.compose import compose_config
 
 pytestmark = pytest.mark.unit
 

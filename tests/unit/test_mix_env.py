@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from agentforge.algorithms import GRPO, GiGPO, TurnBatch
-from agentforge.config import compose_config
 from agentforge.envs.mix import MixEnv
 from agentforge.errors import ConfigError
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutStats
+from agentforge.schema.compose import compose_config
 from agentforge.schema.config_check import config_problems
 from agentforge.tasks import SPLIT_SEED_BASE, MixedTaskSampler, held_out_tasks, task_sampler
 from agentforge.training.preflight import check_env

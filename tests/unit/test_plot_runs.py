@@ -28,8 +28,8 @@ def test_training_curves_draw_rate_intervals_and_whole_iterations(tmp_path):
     import matplotlib.pyplot as plt
     from matplotlib.container import ErrorbarContainer
 
+    from agentforge.stats import wilson_interval
     from agentforge.tracking import plotting
-    from agentforge.training.summary import wilson_interval
 
     rows = [{"iteration": i, "train/success_rate": 0.25, "train/episodes": 16, "train/mean_turns": 3.0,
              "train/invalid_action_rate": 0.1}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentforge.evaluation.stats import paired_difference
+from agentforge.stats import paired_difference
 
 pytestmark = pytest.mark.unit
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pooled_verdict.py"

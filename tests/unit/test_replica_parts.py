@@ -8,12 +8,12 @@ import threading
 import pytest
 import torch
 
-from agentforge.config import compose_config
 from agentforge.engines.replicas.engine import replica_resources
 from agentforge.engines.replicas.options import ReplicaOptions, check_replica_config
 from agentforge.engines.replicas.router import Router
 from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
 from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.schema.compose import compose_config
 from agentforge.schema.config_check import config_problems
 
 

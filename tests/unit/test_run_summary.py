@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.training.summary import beyond_noise, eval_row, verdict, wilson_interval
+from agentforge.evaluation.summary import beyond_noise, eval_row, verdict
+from agentforge.stats import wilson_interval
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import open_dict
 
-from agentforge.config import available_recipes, compose_config
 from agentforge.envs import ENVS
 from agentforge.envs.sokoban import SokobanEnv
 from agentforge.errors import ConfigError, ConfigProblems
+from agentforge.schema.compose import available_recipes, compose_config
 from agentforge.schema.config_check import check_config, config_problems
 from agentforge.schema.docs import group_options, group_rows, sync_docs
 from agentforge.schema.options import default_text, options

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.evaluation.stats import (
+from agentforge.evaluation.summary import floor_row, run_verdicts
+from agentforge.stats import (
     clopper_pearson,
     mcnemar_exact_p,
     paired_difference,
     pairs_needed,
     wilson_interval,
 )
-from agentforge.training.summary import floor_row, run_verdicts
 
 pytestmark = pytest.mark.unit
 

@@ -322,7 +322,7 @@ def test_a_missing_embedding_package_is_named(monkeypatch):
 
 
 def test_group_size_must_be_n_times_m_before_start():
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.schema.config_check import check_config
 
     cfg = compose_config(["recipe=strata_sokoban", "command=train", "trainer.group_size=6"])
@@ -336,7 +336,7 @@ def test_group_size_must_be_n_times_m_before_start():
 
 @pytest.mark.parametrize("recipe", ["strata_sokoban", "strata_alfworld", "strata_webshop", "strata_scienceworld"])
 def test_recipes_compose_and_validate(recipe):
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.schema.config_check import check_config
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
@@ -349,7 +349,7 @@ def test_recipes_compose_and_validate(recipe):
 
 
 def test_kappa_sweep_overrides_compose():
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     for kappa in (0.01, 0.1, 1.0):
         cfg = compose_config(["recipe=strata_alfworld", "command=train", f"algorithm.kappa={kappa}"])

@@ -385,7 +385,7 @@ def test_bad_tjpo_options_are_rejected(options, message):
     ("tjpo_sokoban", "direction_transition", "pairwise"),
 ])
 def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
     from agentforge.schema.config_check import check_config
     from agentforge.training.trainer import eval_descriptor_names
 
@@ -399,7 +399,7 @@ def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
 
 
 def test_lambda_and_descriptor_overrides_from_the_command_line():
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     cfg = compose_config(["recipe=tjpo_sokoban", "algorithm.lambda=0.5", "algorithm.descriptor=spatial_coverage"])
     algorithm = make_algorithm(cfg.algorithm)
@@ -409,7 +409,7 @@ def test_lambda_and_descriptor_overrides_from_the_command_line():
 def test_sigma_is_a_command_line_and_sweep_option():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     cfg = compose_config(["recipe=tjpo_alfworld_location_dpp", "algorithm.sigma=0.3"])
     assert make_algorithm(cfg.algorithm).config.sigma == 0.3

@@ -86,7 +86,7 @@ def test_bad_options_are_refused_with_the_reason(options, message):
 
 
 def test_the_recipes_compose_with_trajevolve_on_their_env():
-    from agentforge.config import compose_config
+    from agentforge.schema.compose import compose_config
 
     for recipe, env in (("trajevolve_sokoban", "sokoban"), ("trajevolve_alfworld", "alfworld"),
                         ("trajevolve_webshop", "webshop")):

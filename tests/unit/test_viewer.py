@@ -13,6 +13,7 @@ import pytest
 from viewer_play import expert_groups, expert_records, expert_run
 
 from agentforge.cli import main
+from agentforge.evaluation.summary import view_hint
 from agentforge.tracking.trajectories import (
     char_runs,
     iteration_files,
@@ -23,7 +24,6 @@ from agentforge.tracking.trajectories import (
     trajectory_records,
     write_records,
 )
-from agentforge.training.summary import view_hint
 from agentforge.types import Group, LossRole, Span, Task, Trajectory, Turn
 from agentforge.viewer import ViewerError, load_run, write_page
 from agentforge.viewer import alfworld as alfworld_drawing

@@ -109,8 +109,8 @@ class ReplicatedEngine:
         import ray
         from transformers import AutoTokenizer
 
-        from agentforge.launch.placement import ready_placement_group
-        from agentforge.launch.ray_runtime import ensure_ray
+        from agentforge.cluster.placement import ready_placement_group
+        from agentforge.cluster.ray_runtime import ensure_ray
 
         ensure_ray()
         self.name, self.spec, self.options = name, spec, options

@@ -40,9 +40,8 @@ from agentforge.envs.adapters.common import (
     plain_kwargs,
     unknown_id,
 )
-from agentforge.envs.base import ENVS, EXECUTABLE
+from agentforge.envs.base import ENVS, EXECUTABLE, REWARDS, SIDE, SIDES, WINNERS
 from agentforge.errors import ConfigError
-from agentforge.rollout.sides import REWARDS, SIDE, SIDES, WINNERS
 from agentforge.types import Observation, StepResult, Task
 
 NAME = "textarena"

@@ -108,6 +108,6 @@ def ensure_ray(num_cpus: int | None = None) -> None:
         host = os.environ.get(HOST_ENV, LOOPBACK)
         with _keep_address(host):
             ray.init(num_cpus=num_cpus, _node_ip_address=host, **kwargs)
-    from agentforge.training.interrupt import reclaim_signal_handlers
+    from agentforge.reliability.interrupt import reclaim_signal_handlers
 
     reclaim_signal_handlers()  # ray.init replaced the driver's SIGTERM handler (a scheduler's stop checkpoints)

@@ -1,4 +1,4 @@
-"""`python -m agentforge.launch.wait_cluster --nodes N --timeout S [--expect n1,n2]`: wait until N nodes are alive
+"""`python -m agentforge.cluster.wait_cluster --nodes N --timeout S [--expect n1,n2]`: wait until N nodes are alive
 in the Ray cluster at RAY_ADDRESS, or fail with the nodes that did not join. The sbatch script runs it between
 starting Ray on every node and starting the trainer, so a node that never joins ends the job in `--timeout`
 seconds with its name, instead of a trainer waiting for resources until the time limit."""
@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from agentforge.launch.placement import NODE_LABEL
+from agentforge.cluster.placement import NODE_LABEL
 
 
 def alive_nodes() -> list[str]:

@@ -3,7 +3,7 @@
 Why intervals: an eval of n episodes measures a rate only to about ±1/√n (16 episodes: ±25 points), so a change
 between two evals means something only when it is larger than their noise. Rates get Wilson score intervals
 (well-behaved at 0 and 1, unlike ±2σ). Two evals of one run play the same held-out tasks with the same sampling
-seeds, so the verdict between them is *paired* (agentforge/evaluation/stats.py: exact McNemar with one episode per
+seeds, so the verdict between them is *paired* (agentforge/stats.py: exact McNemar with one episode per
 task, a task bootstrap with several): the difference in success with its own 95 % interval, beyond noise when
 that interval excludes zero. The floor row (a uniformly random admissible action on the same tasks) says how much
 of a rate is the task being easy.
@@ -17,7 +17,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from agentforge.evaluation.stats import Z95, PairedDifference, paired_difference, wilson_interval
+from agentforge.stats import Z95, PairedDifference, paired_difference, wilson_interval
 
 __all__ = ["Z95", "wilson_interval", "eval_row", "floor_row", "summary_table", "verdict", "paired_verdict",
            "run_verdicts", "view_hint"]

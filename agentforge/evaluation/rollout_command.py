@@ -18,10 +18,10 @@ from agentforge.builders import (
     prepare_run_dir,
     without_name,
 )
+from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console, rollout_progress
-from agentforge.training.summary import view_hint
 from agentforge.types import Group
 
 

@@ -26,7 +26,7 @@ import torch
 from agentforge.errors import AgentforgeError
 from agentforge.reliability.faultpoints import fault_point
 
-log = logging.getLogger("agentforge.training.checkpoint")
+log = logging.getLogger("agentforge.reliability.checkpoint")
 
 MARKER = "COMPLETE"
 PARTIAL = ".partial-"  # a checkpoint being written: never matched by `iter_*`
