@@ -7,7 +7,7 @@ curricula for the same reason).
 
 How: the curriculum varies one env option (`option`, e.g. reasoning-gym's `difficulty`, Sokoban's `num_gen_steps`)
 over `levels`, easy to hard. Every training task carries its level's value in `Task.options`, and the env host
-builds that task's env with it (`envs/pool.EnvHost`), so restarts, replays and branching rebuild the same episode.
+builds that task's env with it (`envs/host.EnvHost`), so restarts, replays and branching rebuild the same episode.
 Eval tasks carry no options: they are played with the env's own options, the same held-out set at every eval.
 
 Two schedules:
