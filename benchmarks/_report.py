@@ -9,6 +9,7 @@ that process and everything it imports.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -34,6 +35,24 @@ def publish(name: str, report: Mapping[str, Any], line: str) -> Path:
     path = write_result(name, report)
     print(f"{line} -> {path.relative_to(REPO)}", flush=True)
     return path
+
+
+def run_child(command: list[str], **popen: Any) -> int:
+    """Run a benchmark's measured process to its end and return its exit status. A SIGTERM or SIGHUP sent to the
+    benchmark is passed on (a training run then checkpoints and stops), so stopping a benchmark never leaves its run
+    going on alone, writing into a run dir that a restarted benchmark may reuse. (Ctrl-C reaches both already: a
+    terminal signals the whole process group.)"""
+    child = subprocess.Popen(command, **popen)
+
+    def forward(signum: int, _frame: Any) -> None:
+        child.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return child.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def hand_to_parent(value: Any, tag: str = "RESULT") -> None:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import metric_rows, publish
+from _report import metric_rows, publish, run_child
 
 PHASES = ("time/warm_start", "time/rollout", "time/update", "time/sync", "time/eval", "time/base_eval")
 
@@ -55,7 +55,7 @@ def main() -> None:
                "logger.wandb=false", f"hydra.run.dir={run_dir}", *args.overrides]
     started = time.perf_counter()
     with log.open("w") as out:
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
+        code = run_child(command, stdout=out, stderr=subprocess.STDOUT)  # a SIGTERM here stops the run too
     wall = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"the run failed (exit {code}); log: {log}\n{log.read_text()[-3000:]}")
