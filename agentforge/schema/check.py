@@ -97,7 +97,7 @@ def check_value(path: str, value: Any, option: Option, problems: list[str]) -> N
 
 def described(annotation: Any) -> str:
     words = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "null": "null",
-             "any": "anything"}
+             "list": "a list", "any": "anything"}
     name = type_name(annotation)
     return " or ".join(words.get(part.strip(), part.strip()) for part in name.split(" | "))
 
@@ -119,6 +119,8 @@ def fits(value: Any, annotation: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if annotation is str:
         return isinstance(value, str | int | float) and not isinstance(value, bool)
+    if annotation in (list, tuple):  # a bare `list`: any elements, but a list
+        return isinstance(value, list | tuple)
     if origin in (list, tuple, collections.abc.Sequence):
         if not isinstance(value, list | tuple):
             return False
