@@ -329,7 +329,7 @@ def _rendezvous_address(driver_ip: str) -> tuple[str, int]:
     """Runs on rank 0's node: its address (loopback when it is the driver's node) and a free port there."""
     import ray
 
-    from agentforge.learner.deepspeed_learner import free_port
+    from agentforge.engines.replicas.weight_group import free_port
 
     ip = ray.util.get_node_ip_address()
     return ("127.0.0.1" if ip == driver_ip else ip), free_port()
