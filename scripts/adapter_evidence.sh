@@ -35,6 +35,21 @@ import json, sys
 from pathlib import Path
 
 out, recipes = Path(sys.argv[1]), sys.argv[2:]
+def verdicts(run: Path) -> dict[str, str]:
+    """summary.json's paired verdicts (agentforge/stats.py: same held-out tasks and sampling seeds), as table cells."""
+    summary = run / "summary.json"
+    found = {}
+    for v in (json.loads(summary.read_text()).get("verdicts") or []) if summary.is_file() else []:
+        if v.get("metric", "success") != "success":
+            continue
+        key = "warm" if str(v.get("from", "")).startswith("iteration 0") else \
+            "given" if v.get("from") == "model as given" else None
+        if key:
+            found[key] = (f"{v['difference']:+.1%} [{v['low']:+.1%}, {v['high']:+.1%}], "
+                          f"{'beyond noise' if v['beyond_noise'] else 'within noise'} ({v['method']})")
+    return found
+
+
 rows = []
 for recipe in recipes:
     run = out / recipe
@@ -47,15 +62,18 @@ for recipe in recipes:
         if "eval/success_rate" in row:
             evals.append((int(row["iteration"]), float(row["eval/success_rate"]), int(row.get("eval/episodes", 0))))
     if not evals:
-        rows.append(f"| {recipe} | not run yet | | | | `RECIPES={recipe} bash scripts/adapter_evidence.sh` |")
+        rows.append(f"| {recipe} | not run yet | | | | | | `RECIPES={recipe} bash scripts/adapter_evidence.sh` |")
         continue
     (i0, s0, n0), (i1, s1, n1) = evals[0], evals[-1]
     given = f"{base[0]:.1%} ({base[1]} ep.)" if base else f"{s0:.1%} ({n0} ep.)"
     warm = f"{s0:.1%} ({n0} ep.)" if base else "(no warm start)"
     wall = (run / "wall_seconds").read_text().strip() if (run / "wall_seconds").is_file() else "?"
-    rows.append(f"| {recipe} | {given} | {warm} | {s1:.1%} (it {i1}, {n1} ep.) | {wall} s | `{run}` |")
-table = "\n".join(["| recipe | held-out success: model as given | after the warm start | after training | wall time | run |",
-                   "| --- | --- | --- | --- | --- | --- |", *rows])
+    paired = verdicts(run)
+    rows.append(f"| {recipe} | {given} | {warm} | {s1:.1%} (it {i1}, {n1} ep.) "
+                f"| {paired.get('warm', '')} | {paired.get('given', '')} | {wall} s | `{run}` |")
+table = "\n".join(["| recipe | held-out success: model as given | after the warm start | after training "
+                   "| paired: warm start -> end | paired: model as given -> end | wall time | run |",
+                   "| --- | --- | --- | --- | --- | --- | --- | --- |", *rows])
 (out / "evidence.md").write_text(table + "\n")
 print(table)
 PY

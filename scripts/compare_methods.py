@@ -4,11 +4,14 @@ eval), the methods against each other at one eval (paired by seed and task), and
 minutes with Wilson bands.
 
     python scripts/compare_methods.py --method gigpo runs/a_s0 runs/a_s1 --method grpo runs/b_s0 runs/b_s1 \
-        [--at 20] [--plot docs/img/x.png] [--out comparison.json]
+        [--at 20] [--baseline grpo] [--plot docs/img/x.png] [--out comparison.json]
 
 List each method's runs in the same seed order: run i of one method is paired with run i of the other. `--at`
 names the eval compared (an iteration; default: the last eval every run has), so runs of different lengths are
-compared at the same budget. Reads summary.json's `eval_outcomes`, or, for a run stopped early, its newest
+compared at the same budget. `--baseline` compares every other method with that one only (a table of settings
+against the recipe) instead of every pair, and adds the learning-per-hour table: each method's pooled gain over its
+warm start divided by its seeds' mean training hours (warm start, rollout, update, sync; evals not counted), the
+interval scaled the same way. Reads summary.json's `eval_outcomes`, or, for a run stopped early, its newest
 checkpoint's. Prints markdown tables and writes the JSON.
 """
 
@@ -94,6 +97,8 @@ def main() -> None:
     parser.add_argument("--method", nargs="+", action="append", required=True, metavar=("NAME", "RUN"),
                         help="a method's name, then its runs (seed order)")
     parser.add_argument("--at", default=None, help="the eval compared (an iteration); default: the last all share")
+    parser.add_argument("--baseline", default=None,
+                        help="compare each method with this one only, and print the learning-per-hour table")
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -135,18 +140,59 @@ def main() -> None:
         report["methods"][name] = {"runs": [str(r) for r in runs], "verdicts": verdicts,
                                    "curves": {str(r): curve(r) for r in runs}}
     names = list(methods)
-    for i, first in enumerate(names):
-        for second in names[i + 1:]:
-            if len(methods[first]) != len(methods[second]):
-                raise SystemExit(f"{first} and {second} need the same number of runs (paired by seed)")
-            verdict = paired_difference(pooled(methods[second], at), pooled(methods[first], at))
-            report["between"][f"{second} -> {first}"] = verdict.to_json()
-            print(f"| {first} vs {second} | {second} → {first} at eval {at} | {verdict.describe()} |")
+    if args.baseline is not None and args.baseline not in methods:
+        raise SystemExit(f"--baseline {args.baseline}: no such method; the methods are {', '.join(names)}")
+    pairs = [(name, args.baseline) for name in names if name != args.baseline] if args.baseline else \
+        [(first, second) for i, first in enumerate(names) for second in names[i + 1:]]
+    for first, second in pairs:
+        if len(methods[first]) != len(methods[second]):
+            raise SystemExit(f"{first} and {second} need the same number of runs (paired by seed)")
+        verdict = paired_difference(pooled(methods[second], at), pooled(methods[first], at))
+        report["between"][f"{second} -> {first}"] = verdict.to_json()
+        print(f"| {first} vs {second} | {second} → {first} at eval {at} | {verdict.describe()} |")
+    if args.baseline:
+        report["per_hour"] = per_hour_table(methods, at, report, args.baseline)
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
         print(f"-> {args.out}")
     if args.plot:
         plot(methods, args.plot)
+
+
+def per_hour_table(methods: dict[str, list[Path]], at: str, report: dict[str, Any], baseline: str) -> dict[str, Any]:
+    """Each method's pooled gain over its warm start at eval `at` per training hour (the seeds' mean), and its
+    difference from the baseline at `at` (method minus baseline); printed as a markdown table."""
+    print()
+    print(f"| method | warm start → eval {at}, per seed | pooled paired: warm start → {at} | vs baseline at {at} "
+          f"| training minutes to {at}, per seed | points over the warm start per training hour [95 %] |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    table = {}
+    for name, runs in methods.items():
+        seeds, minutes = [], []
+        for run in runs:
+            evals = eval_outcomes(run)
+            seeds.append(f"{rate(evals['0'])[0]:.1%} → {rate(evals[at])[0]:.1%}")
+            minutes.append(next((m for i, m, _, _ in curve(run) if str(i) == at), float("nan")))
+        gain = report["methods"][name]["verdicts"].get(f"warm start -> {at}")
+        versus = report["between"].get(f"{baseline} -> {name}")
+        hours = sum(minutes) / len(minutes) / 60
+        row = {"seeds": seeds, "training_minutes": minutes, "gain": gain, "versus_baseline": versus,
+               "points_per_hour": None}
+        cells = [" / ".join(seeds), "-", "(baseline)" if versus is None else verdict_cell(versus)]
+        if gain:
+            cells[1] = verdict_cell(gain)
+            if hours > 0:
+                row["points_per_hour"] = [100 * gain[k] / hours for k in ("difference", "low", "high")]
+        per_hour = row["points_per_hour"]
+        print(f"| {name} | {cells[0]} | {cells[1]} | {cells[2]} | {' / '.join(f'{m:.1f}' for m in minutes)} | "
+              + (f"{per_hour[0]:+.0f} [{per_hour[1]:+.0f}, {per_hour[2]:+.0f}] |" if per_hour else "- |"))
+        table[name] = row
+    return table
+
+
+def verdict_cell(verdict: dict[str, Any]) -> str:
+    return (f"{100 * verdict['difference']:+.1f} [{100 * verdict['low']:+.1f}, {100 * verdict['high']:+.1f}], "
+            f"{'beyond noise' if verdict['beyond_noise'] else 'within noise'}")
 
 
 def plot(methods: dict[str, list[Path]], path: Path) -> None:

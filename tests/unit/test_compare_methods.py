@@ -59,3 +59,26 @@ def test_methods_are_paired_by_seed_and_task_at_the_eval_asked(tmp_path):
     assert verdicts["warm start -> 20"]["after"] == pytest.approx(14 / 16)
     assert "random floor -> 20" in verdicts  # played on the runs' own rooms, seeds and turn budget
     assert (tmp_path / "curves.png").stat().st_size > 0 and "| gigpo | 1 |" in done.stdout
+
+
+def test_a_baseline_is_compared_with_each_method_and_gains_are_given_per_training_hour(tmp_path):
+    no, yes, half = [False] * 8, [True] * 8, [True] * 4 + [False] * 4
+    recipe = [run(tmp_path, "r0", 0, {"0": no, "20": half}), run(tmp_path, "r1", 1, {"0": no, "20": half})]
+    better = [run(tmp_path, "x0", 0, {"0": no, "20": yes}), run(tmp_path, "x1", 1, {"0": no, "20": yes})]
+    worse = [run(tmp_path, "y0", 0, {"0": no, "20": no}), run(tmp_path, "y1", 1, {"0": no, "20": no})]
+    out = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--method", "recipe", *map(str, recipe), "--method", "better",
+                           *map(str, better), "--method", "worse", *map(str, worse), "--baseline", "recipe",
+                           "--out", str(out)], capture_output=True, text=True, check=True)
+    report = json.loads(out.read_text())
+    assert set(report["between"]) == {"recipe -> better", "recipe -> worse"}  # no better-vs-worse pair
+    assert report["between"]["recipe -> better"]["difference"] == pytest.approx(0.5)  # the method minus the baseline
+    assert report["between"]["recipe -> worse"]["difference"] == pytest.approx(-0.5)
+    hours = 21 / 60  # time/train_elapsed at iteration 20: 60 s x 21
+    assert report["per_hour"]["better"]["points_per_hour"][0] == pytest.approx(100 / hours)
+    assert report["per_hour"]["recipe"]["points_per_hour"][0] == pytest.approx(50 / hours)
+    assert report["per_hour"]["recipe"]["versus_baseline"] is None
+    assert "| worse | 0.0% → 0.0% / 0.0% → 0.0% |" in done.stdout
+    refused = subprocess.run([sys.executable, str(SCRIPT), "--method", "recipe", *map(str, recipe),
+                              "--baseline", "grpo"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "--baseline grpo: no such method; the methods are recipe" in refused.stderr
