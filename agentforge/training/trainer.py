@@ -459,6 +459,7 @@ class Trainer:
             with TrainProgress(iterations, self.start_iteration, int(self.cfg.agent.max_turns)) as progress:
                 if self.start_iteration == 0:
                     self._start(progress)
+                progress.iterations_begin()
                 for iteration in range(self.start_iteration, iterations):
                     if self.max_staleness and self.producer is None:
                         self.producer = self._start_producer(iteration, iterations)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -73,6 +74,18 @@ def test_iteration_lines_carry_an_eta_from_this_process_wall_time(monkeypatch, c
     lines = [line for line in capsys.readouterr().err.splitlines() if " done · " in line]
     assert "ETA 0:01" in lines[0], lines  # 0.6 s per iteration x 3 left
     assert "ETA" not in lines[-1], lines
+
+
+def test_the_eta_leaves_out_the_warm_start_and_first_evals(monkeypatch, capsys):
+    monkeypatch.setenv("AGENTFORGE_PROGRESS", "lines")
+    with TrainProgress(total_iterations=4, start=0) as progress:
+        time.sleep(1.5)  # iteration 0: evals and a warm start, not repeated by the iterations to come
+        progress.iterations_begin()
+        time.sleep(0.2)
+        progress.iteration_done(1, {})
+    line = next(line for line in capsys.readouterr().err.splitlines() if " done · " in line)
+    minutes, seconds = re.search(r"ETA (\d+):(\d+)", line).groups()
+    assert 60 * int(minutes) + int(seconds) < 4, line  # ~0.2 s per iteration x 3 left, not (1.5 + 0.2) x 3 = 0:05
 
 
 def test_a_beat_between_two_callbacks_shows_the_live_counters(monkeypatch, capsys):
