@@ -22,6 +22,16 @@ class ConfigProblems(ConfigError):
         super().__init__(f"{count} (nothing was started):\n  " + "\n  ".join(problems))
 
 
+class PromptTooLongError(ConfigError):
+    """A turn's prompt does not fit `agent.max_prompt_tokens` even with no history. At an episode's first turn the
+    config cannot work; at a later one (an observation that grows, e.g. a game log) the rollout ends the episode as
+    truncated instead (`tokens`: the prompt's length)."""
+
+    def __init__(self, message: str, tokens: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+
+
 class EnvWorkerError(AgentforgeError):
     """An environment worker kept dying; names the env and the task seed."""
 

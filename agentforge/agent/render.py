@@ -12,7 +12,7 @@ from typing import Any
 
 from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
-from agentforge.errors import ConfigError
+from agentforge.errors import ConfigError, PromptTooLongError
 from agentforge.types import Observation, SamplingConfig, Task
 
 
@@ -68,10 +68,11 @@ def render_turn_prompt(
         if len(ids) <= config.max_prompt_tokens:
             return ids
         if not window:
-            raise ConfigError(
+            raise PromptTooLongError(
                 f"the prompt for {task.describe()} has {len(ids)} tokens without history, over "
                 f"agent.max_prompt_tokens={config.max_prompt_tokens}; raise it (and the engine's max_model_len) "
-                "or shorten the env's observation"
+                "or shorten the env's observation",
+                len(ids),
             )
         window = window[1:]
 

@@ -84,8 +84,8 @@ TRUNCATED = "truncated: the reply reached max_new_tokens"
 def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], completion: Completion,
                 result: ParsedResponse, outcome: StepResult | None, step: int) -> None:
     """Append the turn to the episode's trajectory and history; move the episode to the env's next observation and
-    end it when the env says so or at `max_turns`; in a conversation, build its next prompt (or end it at the
-    context limit).
+    end it when the env says so or at `max_turns`; in a conversation, build its next prompt; in either history mode,
+    end it as truncated when its next prompt would not fit (the context limit).
 
     A reply cut by max_new_tokens that gives no valid action is recorded as truncated (`info["truncated"]`,
     `parse_error` says so), not as a format error; it is penalised like any turn the env could not take."""
@@ -130,3 +130,5 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
         error = "" if outcome is not None else info["parse_error"] or "no action"
         ctx.extend_conversation(episode, prompt_ids, list(completion.token_ids), len(episode.plan.prefix) + step + 1,
                                 error)
+    elif not episode.done:
+        ctx.end_if_next_prompt_too_long(episode, step + 1)

@@ -30,6 +30,7 @@ from agentforge.agent.render import AgentConfig, conversation_prompt, render_tur
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import EnvPool
+from agentforge.errors import PromptTooLongError
 from agentforge.types import (
     Completion,
     Group,
@@ -110,6 +111,23 @@ class RolloutContext:
                                   episode.observation, episode.history, len(episode.plan.prefix) + turn,
                                   episode.trajectory.task, episode.notes)
 
+    def end_if_next_prompt_too_long(self, episode: Episode, turn: int) -> None:
+        """History window: an observation that grows with the episode (a game log, search results) can outgrow
+        `agent.max_prompt_tokens` at a later turn even with no history shown. The episode then ends here as truncated,
+        the conversation mode's stated policy (`meta["truncated"] = "context_limit"`, counted in
+        `RolloutStats.context_limit_ends`), not the run; a first prompt that does not fit stays a config error."""
+        try:
+            self.render(episode, turn)
+        except PromptTooLongError as error:
+            self._end_at_context_limit(episode, error.tokens)
+
+    def _end_at_context_limit(self, episode: Episode, tokens: int) -> None:
+        episode.done = True
+        episode.next_prompt = None
+        episode.trajectory.meta["truncated"] = "context_limit"
+        episode.trajectory.meta["next_prompt_tokens"] = tokens
+        self.stats.context_limit_ends += 1
+
     def extend_conversation(self, episode: Episode, prompt_ids: list[int], response_ids: list[int], step: int,
                             error: str = "") -> None:
         """Conversation history: the episode's next prompt = this turn's prompt + its sampled ids + the env's reply.
@@ -119,11 +137,7 @@ class RolloutContext:
         ids = conversation_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer, prompt_ids,
                                   response_ids, episode.observation, episode.history, step, error)
         if len(ids) > self.prompt_limit:
-            episode.done = True
-            episode.next_prompt = None
-            episode.trajectory.meta["truncated"] = "context_limit"
-            episode.trajectory.meta["next_prompt_tokens"] = len(ids)
-            self.stats.context_limit_ends += 1
+            self._end_at_context_limit(episode, len(ids))
             return
         episode.next_prompt = ids
 

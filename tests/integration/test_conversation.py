@@ -176,3 +176,31 @@ def test_expert_warm_start_data_has_the_conversation_format(engine):
     for before, after in zip(trajectory.turns, trajectory.turns[1:], strict=False):
         head = [*before.prompt_ids, *before.response_ids]
         assert after.prompt_ids[: len(head)] == head and after.observation in engine.tokenizer.decode(after.prompt_ids)
+
+
+@pytest.mark.parametrize("schedule", ["lockstep", "per_episode"])
+def test_an_observation_that_outgrows_the_prompt_budget_ends_its_episode_not_the_run(engine, schedule):
+    """History window, no history shown: search QA's observation grows with the passages a search returns. A later
+    turn whose prompt cannot fit ends the episode as truncated (the conversation mode's policy); a first prompt that
+    cannot fit is still a config error."""
+    from agentforge.errors import PromptTooLongError
+
+    tokenizer, template = engine.tokenizer, prompt_for("search_qa")
+    tasks = TaskSampler("search_qa", "eval").sample(1)
+    pool = LocalEnvPool("search_qa", {})
+    first = chat_prompt_ids(tokenizer, template.messages(pool.reset(tasks)[0], [], 1))
+    pool.close()
+    config = AgentConfig(max_turns=3, history_length=0, max_prompt_tokens=len(first) + 8, schedule=schedule,
+                         sampling=SamplingConfig(max_new_tokens=24))
+    ctx = RolloutContext(engine, LocalEnvPool("search_qa", {}), template, config,
+                         forced(tokenizer, "<think>go</think><search>the</search>"))
+    result = MultiTurnWorkflow().run(ctx, tasks, 2)
+    for trajectory in result.groups[0].trajectories:
+        assert trajectory.length == 1 and trajectory.turns[0].action == "search[the]"
+        assert trajectory.meta["truncated"] == "context_limit"
+        assert trajectory.meta["next_prompt_tokens"] > len(first) + 8
+    assert result.stats.context_limit_ends == 2
+    assert rollout_summary(result.groups, result.stats)["context_limit_rate"] == 1.0
+    tight = AgentConfig(max_turns=3, history_length=0, max_prompt_tokens=len(first) - 1, schedule=schedule)
+    with pytest.raises(PromptTooLongError, match="tokens without history, over agent.max_prompt_tokens"):
+        MultiTurnWorkflow().run(RolloutContext(engine, LocalEnvPool("search_qa", {}), template, tight), tasks, 1)
