@@ -165,6 +165,20 @@ def test_textarena_single_player_equals_textarenas_loop() -> None:
     assert refused.info["executable"] is False and "Invalid move format" in refused.info["invalid_action"]
 
 
+def test_a_textarena_env_reused_for_the_next_game_starts_it_clean() -> None:
+    """TextArena's observation wrappers keep their log through reset; the env host reuses one env per slot, so a
+    reset must give what a fresh env gives, whatever the slot played before."""
+    for env_id, options in (("GuessTheNumber-v0", {}), ("TicTacToe-v0", {"opponent": "self"})):
+        fresh = make_env("textarena", {"id": env_id, **options}).reset(Task("textarena", 3))
+        env = make_env("textarena", {"id": env_id, **options})
+        env.reset(Task("textarena", 8))
+        for move in ("3", "7", "5", "4"):
+            if env.step(move).done:
+                break
+        again = env.reset(Task("textarena", 3))
+        assert again.text == fresh.text and again.text.count("You are Player") == 1
+
+
 def test_textarena_two_player_against_the_random_opponent_equals_the_library_loop() -> None:
     from agentforge.envs.adapters.textarena import random_move
 

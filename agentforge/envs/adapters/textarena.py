@@ -57,6 +57,19 @@ def _ta() -> Any:
     return import_library("textarena", EXTRA, NAME)
 
 
+def forget_earlier_games(env: Any) -> None:
+    """Clear the message logs of TextArena's observation wrappers (`full_observations`), which their reset keeps: an
+    env reused for the next game (the env host keeps one per slot) showed every earlier game's log in its first
+    observation, so a task's prompt depended on what the slot had played before and grew until it passed
+    `agent.max_prompt_tokens` (809 tokens at GuessTheNumber's iteration 3, where a first prompt is 300)."""
+    layer, depth = env, 0
+    while layer is not None and depth < 64:
+        logs = getattr(layer, "full_observations", None)
+        if isinstance(logs, dict):
+            logs.clear()
+        layer, depth = getattr(layer, "env", None), depth + 1
+
+
 def make_textarena(env_id: str, kwargs: dict[str, Any]) -> Any:
     ta = _ta()
     from textarena.envs.registration import ENV_REGISTRY
@@ -221,6 +234,7 @@ class TextArenaEnv:
         self.player = task.seed % self.num_players if self.player_option == -1 else self.player_option
         self._rng.seed(task.seed)
         self._opponent_rng = random.Random(task.seed)
+        forget_earlier_games(self._env)
         with self._rng.active():
             self._env.reset(num_players=self.num_players, seed=task.seed)
             # the game can end before the policy's first turn (an opponent's invalid moves): the next step then
