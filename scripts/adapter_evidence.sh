@@ -42,8 +42,10 @@ def verdicts(run: Path) -> dict[str, str]:
     for v in (json.loads(summary.read_text()).get("verdicts") or []) if summary.is_file() else []:
         if v.get("metric", "success") != "success":
             continue
-        key = "warm" if str(v.get("from", "")).startswith("iteration 0") else \
-            "given" if v.get("from") == "model as given" else None
+        start = str(v.get("from", ""))
+        # iteration 0 is the warm start where the run has one ("iteration 0 (after the warm start)"), else the model
+        key = ("warm" if "warm start" in start else "given") if start.startswith("iteration 0") else \
+            "given" if start == "model as given" else None
         if key:
             found[key] = (f"{v['difference']:+.1%} [{v['low']:+.1%}, {v['high']:+.1%}], "
                           f"{'beyond noise' if v['beyond_noise'] else 'within noise'} ({v['method']})")
