@@ -1,6 +1,6 @@
 """How a learner rank's process and DeepSpeed are set up: the distributed variables, DeepSpeed's cached groups
 after the world is made again, the LR schedule and the DeepSpeed config. Kept apart from the rank's training
-(deepspeed_learner.py) because they are read once, at the rank's start, and tested on their own."""
+(deepspeed_learner.py) because they run once, at the rank's start; tested through the learner tests that start ranks."""
 
 from __future__ import annotations
 
