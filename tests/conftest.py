@@ -146,10 +146,39 @@ DURATIONS_FILE = os.environ.get("AGENTFORGE_TEST_DURATIONS", ".test-file-duratio
 _file_seconds: dict[str, float] = {}
 
 
+# The heaviest files first: xdist hands files to workers in the collection's order, and by default reorders them by
+# their number of tests, which puts the few-test files that each start a training stack (test_killed_training: one
+# test, ~90 s) last, where one of them runs alone while the other worker idles. Longest first is the classic bound for
+# this (LPT). The seconds are a full suite's per-file times (`.test-file-durations.json` of a CI run, files >= 3 s);
+# a file not in it counts as heavy (it may be a new training-stack test). Refresh it when the slowest files change.
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+UNKNOWN_FILE_SECONDS = 60.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
+        config.option.loadscopereorder = False
+
+
+def heaviest_files_first(items: list[pytest.Item]) -> None:
+    import json
+
+    seconds = json.loads(FILE_SECONDS.read_text())
+
+    def weight(item: pytest.Item) -> float:
+        path = item.nodeid.split("::", 1)[0]
+        return seconds.get(path, UNKNOWN_FILE_SECONDS if path.startswith(("tests/integration", "tests/reliability",
+                                                                         "tests/e2e")) else 0.0)
+
+    items.sort(key=lambda item: -weight(item))  # stable: a file's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid in LONG_TESTS:
             item.add_marker(pytest.mark.long)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # only where xdist schedules files; a plain run keeps its order
+        heaviest_files_first(items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -2,7 +2,8 @@
 score, decoding interventions), one replica reproduces the in-process engine, weights reach every replica over the
 gloo weight group exactly as through the object store, a killed replica is restarted with the current weights and
 its part of the call done again, a hung one fails the push with its index, and a training run on replicas (colocated:
-sleep during the update, wake before the push) records where each replica ran."""
+sleep during the update, wake before the push) records where each replica ran. Checks that need the same replicas
+share one start (a replica is a process that imports torch and transformers, ~5-10 s on 2 cores)."""
 
 from __future__ import annotations
 
@@ -62,24 +63,6 @@ def replicated(spec, n: int = 2, name: str = "hf", options: dict | None = None, 
     return ReplicatedEngine(name, spec, dict(options or HF), ReplicaOptions(replicas=n, **replica))
 
 
-def test_one_replica_reproduces_the_in_process_engine(ray_runtime, tiny_spec, prompts, one_thread):
-    local = make_engine("hf", tiny_spec, HF)
-    remote = replicated(tiny_spec, 1)
-    try:
-        local.reseed(5)
-        remote.reseed(5)
-        a, b = local.generate(prompts, SAMPLING), remote.generate(prompts, SAMPLING, keys=list(range(len(prompts))))
-        assert [c.token_ids for c in a] == [c.token_ids for c in b]
-        # log-probs equal up to float summation order: alone this is bit-exact (both one thread), but earlier tests
-        # of a full suite leave the test process's torch in another state (1e-6 apart seen on CI, tokens still equal)
-        for x, y in zip(a, b, strict=True):
-            assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
-        assert {c.replica for c in b} == {0} and {c.policy_version for c in b} == {0}
-    finally:
-        remote.close()
-        local.close()
-
-
 def test_vllm_through_a_replica_gives_log_probs_uncertainty_score_and_interventions(ray_runtime, tiny_spec, prompts,
                                                                                      tiny_tokenizer):
     options = {"dtype": "float32", "kv_cache_space_gb": 0.25, "max_model_len": 512}
@@ -113,8 +96,12 @@ def test_vllm_through_a_replica_gives_log_probs_uncertainty_score_and_interventi
         engine.close()
 
 
-def test_weights_over_the_process_group_equal_the_object_store_and_the_in_process_push(ray_runtime, tiny_spec,
-                                                                                       prompts, one_thread):
+def test_two_replicas_take_pushes_by_either_path_survive_kills_and_name_a_hung_one(ray_runtime, tiny_spec, prompts,
+                                                                                   one_thread):
+    """One pair of replicas for all of it (each start is a process importing torch and transformers): weights over the
+    gloo process group equal the object store's and the in-process engine's push, bucket by bucket; a replica killed
+    between calls, or in the middle of one, is restarted with the current weights and its part done again; a stopped
+    (hung) one fails the push it does not take, naming it."""
     pushes = {"process_group": perturbed(tiny_spec, 0.9), "object_store": perturbed(tiny_spec, 0.8)}
     local = make_engine("hf", tiny_spec, HF)
     try:
@@ -125,38 +112,36 @@ def test_weights_over_the_process_group_equal_the_object_store_and_the_in_proces
             expected[how] = local.score(prompts, responses)
     finally:
         local.close()
-    engine = replicated(tiny_spec, 2, sync_bucket_mb=1)  # several buckets
-    sent = {}
+    # several buckets; the push timeout is set before the weight group forms, as gloo's timeout of its collectives
+    # comes from it: a replica stopped in a broadcast and let go at the end waits that long before closing
+    engine = replicated(tiny_spec, 2, sync_bucket_mb=1, sync_timeout_s=8)
+    first_options, sent, hung = engine.options, {}, 0
     try:
+        # 1. the two ways a push reaches the replicas
         assert engine.score(prompts, responses) == expected["before"]
         for version, (how, new) in enumerate(pushes.items(), start=1):
-            engine.options = replace(engine.options, weight_sync=how)
+            engine.options = replace(first_options, weight_sync=how)
             engine.update_weights(new)
-            assert engine.score(prompts, responses) == expected[how] != expected["before"]
+            assert engine.score(prompts, responses) == expected[how] != expected["before"], how
             sent[how] = engine.last_sync["engine/sync_bytes"]
             out = engine.generate(prompts, SAMPLING)
-            assert engine.version == version and {c.policy_version for c in out} == {version}
-            assert {c.replica for c in out} == {0, 1}
-    finally:
-        engine.close()
-    assert sent["process_group"] == sent["object_store"] > 0
+            assert engine.version == version and {c.policy_version for c in out} == {version}, how
+            assert {c.replica for c in out} == {0, 1}, how
+        assert sent["process_group"] == sent["object_store"] > 0
 
-
-def test_a_killed_replica_is_restarted_with_the_current_weights_and_its_turns_done_again(ray_runtime, tiny_spec,
-                                                                                         prompts):
-    new = perturbed(tiny_spec, 1.1)
-    engine = replicated(tiny_spec, 2)
-    engine.weight_source = lambda: new
-    try:
+        # 2. a killed replica: restarted with the current weights (the weight source), its turns done again
+        engine.options = first_options
+        new = perturbed(tiny_spec, 1.1)
+        engine.weight_source = lambda: new
         engine.update_weights(new)
+        version = engine.version
         responses = [c.token_ids for c in engine.generate(prompts, SAMPLING)]
         expected = engine.score(prompts, responses)
         os.kill(engine.replicas[1]["pid"], signal.SIGKILL)
         time.sleep(1.0)
-        long = SamplingConfig(max_new_tokens=8)
-        out = engine.generate(prompts, long, keys=list(range(len(prompts))))
+        out = engine.generate(prompts, SamplingConfig(max_new_tokens=8), keys=list(range(len(prompts))))
         assert len(out) == len(prompts) and all(c.token_ids for c in out) and engine.restarts == 1
-        assert engine.replicas[1]["pid"] != 0 and {c.policy_version for c in out} == {1}
+        assert engine.replicas[1]["pid"] != 0 and {c.policy_version for c in out} == {version}
         assert engine.score(prompts, responses) == expected  # the new replica holds the pushed weights
         # killed in the middle of a call: the part it held is submitted again
         threading.Timer(0.3, os.kill, (engine.replicas[0]["pid"], signal.SIGKILL)).start()
@@ -164,20 +149,15 @@ def test_a_killed_replica_is_restarted_with_the_current_weights_and_its_turns_do
         assert len(many) == len(prompts) * 8 and engine.restarts == 2
         engine.update_weights(new)  # the weight group forms again with the new members
         assert engine.score(prompts, responses) == expected
-    finally:
-        engine.close()
 
-
-def test_a_push_a_hung_replica_does_not_take_fails_naming_it(ray_runtime, tiny_spec):
-    engine = replicated(tiny_spec, 2, sync_timeout_s=4)
-    pid = engine.replicas[1]["pid"]
-    try:
-        engine.update_weights(perturbed(tiny_spec, 1.0))  # the group forms while both answer
-        os.kill(pid, signal.SIGSTOP)
+        # 3. a hung replica (stopped, not dead): the push it does not take fails within the timeout, naming it
+        hung = engine.replicas[1]["pid"]
+        os.kill(hung, signal.SIGSTOP)
         with pytest.raises(AgentforgeError, match=r"replica\(s\) \[1\] did not take it within engine.sync_timeout_s"):
             engine.update_weights(perturbed(tiny_spec, 0.5))
     finally:
-        os.kill(pid, signal.SIGCONT)
+        if hung:
+            os.kill(hung, signal.SIGCONT)
         engine.close()
 
 
@@ -280,10 +260,10 @@ def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_
     assert {i["replica"] for i in infos} == {0, 1} and {i["policy_version"] for i in infos} == {0, 1}
 
 
-def test_learner_rank_zero_sends_the_weights_to_the_replicas_itself(ray_runtime, tiny_spec, tiny_model_dir, prompts,
-                                                                   one_thread):
-    """A learner in a Ray actor (rank 0) is the weight group's sender: its update reaches the replica bit for bit
-    as the export through the driver would."""
+def test_one_replica_reproduces_the_in_process_engine_and_takes_learner_rank_zeros_weights(
+        ray_runtime, tiny_spec, tiny_model_dir, prompts, one_thread):
+    """One replica samples what the in-process engine samples; then a learner in a Ray actor (rank 0) is the weight
+    group's sender: its update reaches the replica bit for bit as the export through the driver would."""
     import numpy as np
 
     from agentforge.engines.replicas.senders import LearnerRankZeroSender
@@ -297,20 +277,32 @@ def test_learner_rank_zero_sends_the_weights_to_the_replicas_itself(ray_runtime,
                                   old_logprobs=np.zeros(12, np.float32), advantage=advantage, prompt_len=5))
     config = LearnerConfig.from_mapping({"lr": 1e-2, "micro_batch_tokens": 40, "in_process": False})
     engine = replicated(tiny_spec, 1)
-    learner = Learner(str(tiny_model_dir), config, in_process=False)
+    local = make_engine("hf", tiny_spec, HF)
+    learner = None
     try:
+        local.reseed(5)
+        engine.reseed(5)
+        a, b = local.generate(prompts, SAMPLING), engine.generate(prompts, SAMPLING, keys=list(range(len(prompts))))
+        assert [c.token_ids for c in a] == [c.token_ids for c in b]
+        # log-probs equal up to float summation order: alone this is bit-exact (both one thread), but earlier tests
+        # of a full suite leave the test process's torch in another state (1e-6 apart seen on CI, tokens still equal)
+        for x, y in zip(a, b, strict=True):
+            assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
+        assert {c.replica for c in b} == {0} and {c.policy_version for c in b} == {0}
+
+        learner = Learner(str(tiny_model_dir), config, in_process=False)
         learner.update(samples)
         exported = learner.export_weights(only_changed=True)
         responses = [c.token_ids for c in engine.generate(prompts, SAMPLING)]
         before = engine.score(prompts, responses)
         engine.update_weights_from(LearnerRankZeroSender(learner.actors))
         after = engine.score(prompts, responses)
-        local = make_engine("hf", tiny_spec, HF)
         local.update_weights(exported)
         assert after == local.score(prompts, responses) != before
         assert engine.version == 1 and engine.last_sync["engine/sync_bytes"] == sum(
             t.numel() * t.element_size() for _, t in exported)
-        local.close()
     finally:
-        learner.close()
+        if learner is not None:
+            learner.close()
+        local.close()
         engine.close()
