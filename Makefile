@@ -46,7 +46,7 @@ test-slurm: setup
 	AGENTFORGE_TEST_SLURM=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/slurm
 
 # hadolint both Dockerfiles + `pip install --dry-run` of each image's requirement set (docker/check.sh, ~1.5 min,
-# network-bound; CI runs it beside `make test`).
+# network-bound; CI runs it after `make test`).
 docker-check: setup
 	bash docker/check.sh
 
