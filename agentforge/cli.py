@@ -74,7 +74,7 @@ def _run_rollout(cfg: DictConfig) -> None:
 
 
 def _run_train(cfg: DictConfig) -> None:
-    from agentforge.training.trainer import run_train
+    from agentforge.training.assembly import run_train
 
     run_train(cfg)
 
@@ -115,7 +115,7 @@ def hydra_app(cfg: DictConfig) -> None:
         # the console shows agentforge's own lines (`-v` / logger.verbose=true: both)
         with output_to_log(str(cfg.run_dir), bool(cfg.logger.get("verbose", False)), console):
             announce_dtypes(cfg)
-            if cfg.command != "train":  # the Trainer runs it first thing (for API users too)
+            if cfg.command != "train":  # build_trainer runs it first thing (for API users too)
                 from agentforge.training.preflight import preflight
 
                 preflight(cfg)  # seconds, not the ~70 s it takes to start the model, the engine and Ray and then fail

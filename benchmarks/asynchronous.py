@@ -24,7 +24,7 @@ from _report import metric_rows, publish
 
 from agentforge.hardware import describe
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 
 def run(k: int, args: argparse.Namespace, engine: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def run(k: int, args: argparse.Namespace, engine: tuple[str, ...] = ()) -> dict[
         ], run_dir=tmp)
         torch.set_num_threads(1)
         started = time.perf_counter()
-        Trainer(cfg).fit()
+        build_trainer(cfg).fit()
         total = time.perf_counter() - started
         rows = metric_rows(tmp)
     rows = [r for r in rows if "time/iteration" in r]

@@ -17,7 +17,7 @@ from _report import metric_rows, publish
 
 from agentforge.hardware import describe
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
         "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=0", "logger.wandb=false",
         "env_pool.kind=local", *args.overrides,
     ], run_dir=str(run_dir))
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = metric_rows(run_dir)
     last = rows[-1]
     split = {k.removeprefix("time/"): last[k] for k in

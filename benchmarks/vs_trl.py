@@ -98,7 +98,7 @@ def run_trl(mode: str, steps: int) -> list[float]:
 
 def run_agentforge(mode: str, steps: int) -> list[float]:
     from agentforge.schema.compose import compose_config
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     run_dir = Path(tempfile.mkdtemp())
     bf16 = mode == "bf16-lora"
@@ -111,7 +111,7 @@ def run_agentforge(mode: str, steps: int) -> list[float]:
         f"trainer.tasks_per_iteration={PROMPTS}", f"trainer.group_size={GROUP}", "trainer.eval_before=false",
         "trainer.eval_every=0", "trainer.checkpoint_every=0", "logger.wandb=false",
     ], run_dir=str(run_dir))
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = metric_rows(run_dir)
     return [r["time/iteration"] for r in rows if "time/iteration" in r]
 

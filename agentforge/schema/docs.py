@@ -122,12 +122,42 @@ def reference_markdown() -> str:
              "class, each env's constructor) by `agentforge config --sync-docs`; `tests/unit/test_schema.py` fails "
              "when this file and the schema drift. Every key is checked when a command starts: unknown keys (with the "
              "nearest valid one), types, bounds and choices, all problems at once, exit status 2.",
-             ""]
+             "", *SECTION_ROUTES, ""]
     for group in ("top", "model", "engine", "env", "agent", "algorithm", "learner", "trainer", "sft", "rft", "eval",
                   "rollout", "env_pool", "logger", "launch"):
         parts += [f"## {group}", "", GROUP_HELP[group] + ".", "", markdown(group_rows(group, builtin_only=True)), ""]
     return "\n".join(parts)
 
+
+SECTION_ROUTES = (
+    "## Where each section goes",
+    "",
+    "`agentforge train` reads the composed config once, in its command layer (`agentforge/training/assembly.py`: "
+    "`build_trainer`, with the builders of `agentforge/builders.py`), checks it, and hands each part of the run only "
+    "its own section, typed: the training loop, the engine, the env pool, the learner and the warm starts never see "
+    "the composed config. From Python: `build_trainer(compose_config([\"command=train\", \"recipe=...\"])).fit()`.",
+    "",
+    "| section | handed to | as |",
+    "| --- | --- | --- |",
+    "| `model` | `models/loading.py` (`resolve_model`) | a `ModelSpec` (path, dtype, name) |",
+    "| `engine` | `engines/` (`make_engine`; `engines/replicas/` for `engine.replicas`) | the engine's own options, "
+    "`kv_cache_space_gb: auto` and `logprobs_mode: auto` resolved from the run |",
+    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks.py` (the task samplers), `agent/prompts.py` (the "
+    "template) | the env's name and options; the pool's keywords |",
+    "| `agent` | `rollout/workflow.py` (`RolloutContext`) | an `AgentConfig` with its `SamplingConfig` |",
+    "| `algorithm` | `algorithms/` (`make_algorithm`) | the algorithm's config class |",
+    "| `learner` | `learner/` (`Learner`) | a `LearnerConfig` (the sampling temperature, Dr. GRPO's L and the LR "
+    "schedule's length filled in: `training/config.py`) |",
+    "| `trainer` | `training/trainer.py` (`Trainer`) | `TrainerSettings`: the section as `TrainerSchema`, the run's "
+    "seed and title, the staleness bound; its `dynamic_sampling` and `curriculum` become parts (`DynamicSampling`, "
+    "the curriculum sampler) |",
+    "| `sft`, `rft` | `training/warm_start.py` (`WarmStart`, for `trainer.warm_start`) | `SFTSchema`, `RFTSchema` "
+    "and an `ExpertPlay` (env, agent) |",
+    "| `logger` | `tracking/tracker.py` (`RunTracker`) | a mapping (and the whole resolved config, written to "
+    "`config.yaml` and wandb as the run's record) |",
+    "| `eval`, `rollout` | `evaluation/` (`agentforge eval`: its `Evaluator` takes the composed config with "
+    "`EvalSettings`; `agentforge rollout`) | `EvalSettings`; the rollout section's values |",
+)
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
                  "env": "sokoban, webshop, search_qa, scienceworld, alfworld, alfworld_intervention, agent, mix, gym, "

@@ -114,3 +114,14 @@ def default_text(value: Any) -> str:
     if isinstance(value, tuple):
         value = list(value)
     return str(value).replace("'", "")
+
+
+def typed(schema: type, values: dict[str, Any]) -> Any:
+    """A checked section's values as its schema's dataclass (nested sections as theirs): what a part is handed, so
+    its signature says what it reads. Keys the schema lacks are refused by name (the checker reports them first)."""
+    known = options(schema)
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise TypeError(f"{schema.__name__} has no option(s) {unknown}")
+    return schema(**{name: typed(known[name].nested, value) if known[name].nested is not None and
+                     isinstance(value, dict) else value for name, value in values.items()})

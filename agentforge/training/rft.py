@@ -52,8 +52,8 @@ def check_rft_config(rft: Any) -> None:
     if str(rft.score) not in SCORES:
         raise ConfigError(f"rft.score={rft.score!r} is not one of {', '.join(SCORES)}")
     for key in ("num_tasks", "group_size", "epochs", "batch_size"):
-        if int(rft[key]) < 1:
-            raise ConfigError(f"rft.{key} must be >= 1, got {rft[key]}")
+        if int(getattr(rft, key)) < 1:
+            raise ConfigError(f"rft.{key} must be >= 1, got {getattr(rft, key)}")
 
 
 def trajectory_score(trajectory: Trajectory, score: str) -> float:
@@ -62,16 +62,13 @@ def trajectory_score(trajectory: Trajectory, score: str) -> float:
     return float(sum(turn.env_reward for turn in trajectory.turns))
 
 
-def rft_dataset(cfg: DictConfig, ctx: RolloutContext, workflow: RolloutWorkflow,
-                on_progress: ProgressCallback | None = None) -> RFTData:
-    """Roll out `rft.num_tasks` train tasks × `rft.group_size` with the current weights and filter them."""
-    rft = cfg.rft
+def rft_dataset(rft: Any, env_name: str, env_options: dict[str, Any], ctx: RolloutContext,
+                workflow: RolloutWorkflow, on_progress: ProgressCallback | None = None) -> RFTData:
+    """Roll out `rft.num_tasks` train tasks × `rft.group_size` with the current weights and filter them (`rft`: the
+    `rft` section, typed or as composed)."""
     check_rft_config(rft)
-    from agentforge.builders import without_name
-
-    tasks = task_sampler(str(cfg.env.name), without_name(cfg.env), "train", int(rft.seed_offset)).sample(
-        int(rft.num_tasks))
-    if rft.get("temperature") is not None:
+    tasks = task_sampler(env_name, env_options, "train", int(rft.seed_offset)).sample(int(rft.num_tasks))
+    if getattr(rft, "temperature", None) is not None:
         ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(rft.temperature)))
     started = time.perf_counter()
     result = workflow.run(ctx, tasks, int(rft.group_size), on_progress)
@@ -89,20 +86,22 @@ def rft_dataset(cfg: DictConfig, ctx: RolloutContext, workflow: RolloutWorkflow,
     return data
 
 
-def rft_steps(cfg: DictConfig, kept: int) -> int:
-    return int(cfg.rft.epochs) * -(-kept // int(cfg.rft.batch_size))
+def rft_steps(rft: Any, kept: int) -> int:
+    from agentforge.training.sft import epoch_steps
+
+    return epoch_steps(rft, kept)
 
 
-def rft_step_budget(cfg: DictConfig) -> int:
+def rft_step_budget(rft: Any) -> int:
     """An upper bound on RFT's optimizer steps (every rollout kept), for the learner's schedule."""
-    return rft_steps(cfg, int(cfg.rft.num_tasks) * int(cfg.rft.group_size))
+    return rft_steps(rft, int(rft.num_tasks) * int(rft.group_size))
 
 
-def run_rft_epochs(cfg: DictConfig, learner: Learner, data: RFTData,
+def run_rft_epochs(rft: Any, seed: int, learner: Learner, data: RFTData,
                    on_step: Callable[[int, dict[str, float]], None]) -> int:
     from agentforge.training.sft import run_sft_epochs
 
-    return run_sft_epochs(cfg, learner, data.kept, on_step, section="rft")
+    return run_sft_epochs(rft, seed, learner, data.kept, on_step)
 
 
 def run_rft(cfg: DictConfig) -> dict[str, Any]:
@@ -116,6 +115,7 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         build_workflow,
         plain,
         prepare_run_dir,
+        without_name,
     )
     from agentforge.envs.pool import ensure_ray
     from agentforge.learner import LearnerConfig
@@ -138,8 +138,8 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
         console.print(f"[bold]rft[/] {cfg.rft.num_tasks} tasks x {cfg.rft.group_size} rollouts of {spec.name} on "
                       f"{cfg.env.name}, keeping {cfg.rft.score} >= {cfg.rft.threshold}")
-        data = rft_dataset(cfg, ctx, workflow, _print_progress)
-        steps = rft_steps(cfg, len(data.kept))
+        data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow, _print_progress)
+        steps = rft_steps(cfg.rft, len(data.kept))
         console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
         learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
 
@@ -147,7 +147,7 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
             tracker.log(step, {f"rft/{k}": v for k, v in metrics.items()})
             console.print(f"rft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
 
-        done = run_rft_epochs(cfg, learner, data, on_step)
+        done = run_rft_epochs(cfg.rft, int(cfg.seed), learner, data, on_step)
         out_dir = Path(cfg.rft.output) if cfg.rft.get("output") else run_dir / "model"
         save_full_model(spec, learner.export_weights(), out_dir)
     finally:

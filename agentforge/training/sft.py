@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +128,37 @@ def expert_trajectory(
     return trajectory
 
 
-def expert_trajectories(cfg: DictConfig, tokenizer: Any, tasks: list[Task]) -> list[Trajectory]:
+@dataclass(frozen=True)
+class ExpertPlay:
+    """What expert data are played in: the env (each member's, for env=mix), the agent's turn format, and for an
+    external agent (env=agent) the gateway's context bound."""
+
+    env_name: str
+    env_options: dict[str, Any]
+    agent: AgentConfig
+    max_model_len: int = 4096
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> ExpertPlay:
+        max_len = cfg.engine.get("max_model_len")  # vLLM's key; the HF engine has no bound
+        return cls(str(cfg.env.name), without_name(cfg.env), build_agent_config(cfg),
+                   int(max_len) if max_len is not None else cls.max_model_len)
+
+    def members(self) -> dict[str, dict[str, Any]]:
+        """env -> its options: the run's env, or each member of env=mix."""
+        if self.env_name != "mix":
+            return {self.env_name: self.env_options}
+        from agentforge.tasks import mix_members
+
+        return {name: member for name, (_, member) in mix_members(self.env_options.get("envs")).items()}
+
+
+def expert_trajectories(play: ExpertPlay, tokenizer: Any, tasks: list[Task]) -> list[Trajectory]:
     """Solved, winning expert trajectories that fit in agent.max_turns (others are skipped); for env=mix each task
     is played by its member env's expert, in its template."""
-    agent = build_agent_config(cfg)
+    agent = play.agent
     out = []
-    for name, env_options in env_members(cfg).items():
+    for name, env_options in play.members().items():
         expert = EXPERTS.get(name)
         template = prompt_for(name)
         env = make_env(name, env_options)
@@ -146,16 +172,6 @@ def expert_trajectories(cfg: DictConfig, tokenizer: Any, tasks: list[Task]) -> l
         finally:
             env.close()
     return out
-
-
-def env_members(cfg: DictConfig) -> dict[str, dict[str, Any]]:
-    """env -> its options: the run's env, or each member of env=mix."""
-    options = without_name(cfg.env)
-    if str(cfg.env.name) != "mix":
-        return {str(cfg.env.name): options}
-    from agentforge.tasks import mix_members
-
-    return {name: member for name, (_, member) in mix_members(options.get("envs")).items()}
 
 
 def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], out_dir: Path) -> Path:
@@ -172,37 +188,37 @@ def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], ou
     return out_dir
 
 
-def expert_dataset(cfg: DictConfig, tokenizer: Any) -> list[Trajectory]:
-    """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset`."""
-    tasks = task_sampler(str(cfg.env.name), without_name(cfg.env), "train",
-                         seed_offset=int(cfg.sft.seed_offset)).sample(int(cfg.sft.num_tasks))
-    if cfg.env.name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
+def expert_dataset(play: ExpertPlay, sft: Any, tokenizer: Any) -> list[Trajectory]:
+    """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset` (`sft`: the `sft`
+    section, typed or as composed)."""
+    tasks = task_sampler(play.env_name, play.env_options, "train",
+                         seed_offset=int(sft.seed_offset)).sample(int(sft.num_tasks))
+    if play.env_name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
         from agentforge.gateway.warm_start import expert_conversations
 
-        return expert_conversations(without_name(cfg.env), int(cfg.engine.max_model_len), tokenizer, tasks)
-    data = expert_trajectories(cfg, tokenizer, tasks)
+        return expert_conversations(play.env_options, play.max_model_len, tokenizer, tasks)
+    data = expert_trajectories(play, tokenizer, tasks)
     if not data:
-        raise ConfigError(f"the {cfg.env.name} expert solved none of {len(tasks)} tasks within agent.max_turns; "
+        raise ConfigError(f"the {play.env_name} expert solved none of {len(tasks)} tasks within agent.max_turns; "
                           "raise agent.max_turns or use smaller rooms")
     return data
 
 
-def sft_steps(cfg: DictConfig, data: list[Trajectory]) -> int:
-    return int(cfg.sft.epochs) * -(-len(data) // int(cfg.sft.batch_size))
+def epoch_steps(section: Any, examples: int) -> int:
+    """Optimizer steps of `section.epochs` passes over `examples` in batches of `section.batch_size`."""
+    return int(section.epochs) * -(-examples // int(section.batch_size))
 
 
-def run_sft_epochs(
-    cfg: DictConfig, learner: Learner, data: list[Trajectory], on_step: Callable[[int, dict[str, float]], None],
-    section: str = "sft",
-) -> int:
-    """`<section>.epochs` passes over the data in shuffled batches of `<section>.batch_size` trajectories (section
-    `sft`: expert data; `rft`: the policy's kept rollouts); returns the steps."""
-    options = cfg[section]
-    rng = random.Random(int(cfg.seed))
-    batch_size = int(options.batch_size)
-    lr = float(options.lr) if options.get("lr") is not None else None
+def run_sft_epochs(section: Any, seed: int, learner: Learner, data: list[Trajectory],
+                   on_step: Callable[[int, dict[str, float]], None]) -> int:
+    """`section.epochs` passes over the data in shuffled batches of `section.batch_size` trajectories, at
+    `section.lr` (null: the learner's) (section `sft`: expert data; `rft`: the policy's kept rollouts); returns the
+    steps."""
+    rng = random.Random(int(seed))
+    batch_size = int(section.batch_size)
+    lr = float(section.lr) if getattr(section, "lr", None) is not None else None
     step = 0
-    for _epoch in range(int(options.epochs)):
+    for _epoch in range(int(section.epochs)):
         order = data[:]
         rng.shuffle(order)
         for start in range(0, len(order), batch_size):
@@ -215,8 +231,8 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
     """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
     run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
-    data = expert_dataset(cfg, load_tokenizer(spec))
-    steps = sft_steps(cfg, data)
+    data = expert_dataset(ExpertPlay.from_config(cfg), cfg.sft, load_tokenizer(spec))
+    steps = epoch_steps(cfg.sft, len(data))
     console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) · "
                   f"{steps} steps · model {spec.name}")
     learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
@@ -227,7 +243,7 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
         console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
 
     try:
-        done = run_sft_epochs(cfg, learner, data, on_step)
+        done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, on_step)
         out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
         save_full_model(spec, learner.export_weights(), out_dir)
     finally:

@@ -1,5 +1,8 @@
 """The training loop: rollout → advantages → learner update → weight sync, with eval, checkpoints and resume.
 
+It is handed its parts already built (`training/assembly.py` reads the config and builds them) and reads only its
+settings (`training/parts.py`).
+
 Reproducibility: each iteration's rollout is seeded from (run seed, iteration), and a checkpoint stores the sampler
 position and RNG states, so a resumed run replays the same next iteration as an uninterrupted one.
 """
@@ -7,45 +10,19 @@ position and RNG states, so a resumed run replays the same next iteration as an 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import random
 import time
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-import numpy as np
-import torch
-from omegaconf import DictConfig
-
-from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.diversity import diversity_summary
-from agentforge.builders import (
-    build_engine,
-    build_model_spec,
-    build_pool,
-    build_rollout_context,
-    build_workflow,
-    plain,
-    prepare_run_dir,
-    without_name,
-)
 from agentforge.cluster.placement import record_placement
-from agentforge.envs.pool import ensure_ray
 from agentforge.errors import AgentforgeError
-from agentforge.evaluation.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
-from agentforge.learner import Learner
 from agentforge.learner.batch import assign_advantages, policy_samples
-from agentforge.learner.memory import check_memory_fit
-from agentforge.reliability.checkpoint import Checkpoint, CheckpointManager, CheckpointMismatchError, set_rng_state
+from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError, set_rng_state
 from agentforge.reliability.interrupt import Preempted, critical, preemption_requested
-from agentforge.reliability.reaper import start_reaper
 from agentforge.rollout.metrics import episode_outcomes, rollout_summary
-from agentforge.tasks import held_out_tasks, iteration_seed, task_sampler
-from agentforge.tracking.plotting import plot_training_curves
+from agentforge.tasks import iteration_seed
 from agentforge.tracking.progress import TrainProgress, console
-from agentforge.tracking.tracker import RunTracker
 from agentforge.training.asynchronous import (
     PlayedBatch,
     RolloutProducer,
@@ -55,27 +32,14 @@ from agentforge.training.asynchronous import (
     oldest_lag,
     staleness,
 )
-from agentforge.training.config import (
-    learner_config_for_run,
-    max_staleness,
-    optimizer_steps_per_iteration,
-    resolve_resume_dir,
-    warm_start_modes,
-)
-from agentforge.training.curriculum import CurriculumSampler, with_curriculum
-from agentforge.training.dynamic_sampling import DynamicSampling, play_with_signal
-from agentforge.training.kl_reward import KLRewardPenalty
-from agentforge.training.preflight import preflight
+from agentforge.training.curriculum import CurriculumSampler
+from agentforge.training.dynamic_sampling import play_with_signal
+from agentforge.training.parts import TrainerParts, TrainerSettings
+from agentforge.training.run_report import final_report
 from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 
 log = logging.getLogger("agentforge.training.trainer")
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def sample_records(groups: list[Group], count: int) -> list[dict[str, Any]]:
@@ -85,71 +49,26 @@ def sample_records(groups: list[Group], count: int) -> list[dict[str, Any]]:
 
 
 class Trainer:
-    """Owns the engine, env pool, learner and algorithm of one run, and drives `iterations` updates."""
+    """Drives one run's parts (engine, env pool, learner, algorithm) through `iterations` updates, with evals,
+    checkpoints and resume. Built by `training.assembly.build_trainer(cfg)`; it reads only its settings."""
 
-    def __init__(self, cfg: DictConfig) -> None:
-        preflight(cfg)  # config, env options and data files, before the model, the engine and Ray start
-        self.cfg = cfg
-        self.tcfg = cfg.trainer
-        resume_dir = resolve_resume_dir(cfg)
-        self.resuming = resume_dir is not None
-        self.run_dir = resume_dir if self.resuming else prepare_run_dir(cfg)
-
-        self.spec = build_model_spec(cfg)
-        self.warm_start_modes = warm_start_modes(self.tcfg.warm_start)
-        if "rft" in self.warm_start_modes:
-            from agentforge.training.rft import check_rft_config
-
-            check_rft_config(cfg.rft)
-        learner_cfg = learner_config_for_run(cfg)
-        total_steps = int(self.tcfg.iterations) * optimizer_steps_per_iteration(cfg, learner_cfg) + \
-            warm_start_budget(cfg, self.warm_start_modes)  # the LR schedule counts optimizer steps
-        learner_cfg = learner_config_for_run(cfg, total_steps)
-        learner_cfg.validate_for_model(self.spec.path)
-        loss = learner_cfg.loss
-        self.kl_penalty = KLRewardPenalty(loss.kl_coef, loss.kl_estimator, loss.kl_clamp, loss.kl_target,
-                                          loss.kl_horizon) if loss.kl_in == "reward" and loss.kl_coef > 0 else None
-        self.dynamic_sampling = DynamicSampling.from_config(self.tcfg.get("dynamic_sampling"))
-        check_memory_fit(self.spec.path, learner_cfg)
-        warn_about_the_objective(learner_cfg)
-        console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {self.spec.name} · engine "
-                      f"{cfg.engine.name} · run dir {self.run_dir}")
-        self.engine = build_engine(cfg, self.spec)  # first: vLLM's in-process start-up reseeds torch
-        seed_everything(int(cfg.seed))
-        ray_pool = cfg.env_pool.kind == "ray" and cfg.env.name != "agent"  # env=agent hosts no env workers
-        if ray_pool or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
-            ensure_ray()
-            start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
-        self.pool = build_pool(cfg)
-        self.ctx = build_rollout_context(cfg, self.engine, self.pool)
-        self.eval_ctx = self.ctx.with_sampling(
-            replace(self.ctx.config.sampling, temperature=float(self.tcfg.eval_temperature)))
-        self.algorithm = make_algorithm(cfg.algorithm)
-        self.train_workflow = build_workflow(cfg, self.algorithm, "train")
-        self.eval_workflow = build_workflow(cfg, self.algorithm, "eval")
-        self.eval_descriptors = eval_descriptor_names(str(cfg.env.name), self.algorithm)
-        self.learner = Learner(self.spec.path, learner_cfg)
-        if hasattr(self.engine, "weight_source"):  # engine replicas: a restarted one takes the current weights
-            self.engine.weight_source = lambda: self.learner.export_weights(only_changed=True, copy=False)
-        # colocated replicas (or an engine with sleep mode) give their memory to the learner during the update
-        self.engine_sleeps = bool(cfg.engine.get("colocate", False) or cfg.engine.get("enable_sleep_mode", False))
-        env_options = without_name(cfg.env)
-        self.sampler = with_curriculum(
-            task_sampler(str(cfg.env.name), env_options, "train", int(self.tcfg.seed_offset)),
-            plain(self.tcfg.get("curriculum")), str(cfg.env.name),
-            int(self.tcfg.iterations) * int(self.tcfg.tasks_per_iteration))
-        self.eval_tasks = held_out_tasks(str(cfg.env.name), env_options, int(self.tcfg.eval_tasks))
-        self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", int(self.tcfg.keep_checkpoints))
-        self.tracker = RunTracker(self.run_dir, plain(cfg.logger), plain(cfg), self.resuming)
+    def __init__(self, settings: TrainerSettings, parts: TrainerParts) -> None:
+        self.settings = settings
+        self.tcfg = settings.trainer
+        self.run_dir, self.resuming = parts.run_dir, parts.resuming
+        self.engine, self.pool, self.learner, self.algorithm = parts.engine, parts.pool, parts.learner, parts.algorithm
+        self.ctx, self.eval_ctx = parts.ctx, parts.eval_ctx
+        self.train_workflow, self.eval_workflow = parts.train_workflow, parts.eval_workflow
+        self.eval_descriptors = parts.eval_descriptors
+        self.sampler, self.eval_tasks = parts.sampler, parts.eval_tasks
+        self.checkpoints, self.tracker = parts.checkpoints, parts.tracker
+        self.kl_penalty, self.dynamic_sampling = parts.kl_penalty, parts.dynamic_sampling
+        self.warm_starts, self.floor = parts.warm_start, parts.floor
+        self.max_staleness = settings.max_staleness  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
         self.start_iteration = 0
         self.history: dict[str, dict[str, float]] = {}
         self.eval_outcomes: dict[str, dict[str, list[bool]]] = {}  # per eval, per task: won? (paired verdicts)
         self.clock = {"train_seconds": 0.0, "episodes": 0}  # time-to-success: training time (no eval), episodes
-        self.max_staleness = max_staleness(cfg)  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
-        if self.max_staleness and learner_cfg.old_logprobs == "engine":
-            console.print("[yellow]asynchronous training with learner.old_logprobs=engine clips around the stale "
-                          "behaviour policy; decoupled PPO clips around the learner's own policy: set "
-                          "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
         self.producer: RolloutProducer | None = None
         self._pending: list[PlayedBatch] = []  # played, not yet trained (from a checkpoint)
         self.updates = UpdateLedger()  # weight versions (one per push) and the iterations that trained nothing
@@ -193,7 +112,7 @@ class Trainer:
         t0 = time.perf_counter()
         # the engine starts from the base weights and LoRA changes only the adapted modules: push just those
         push_from = getattr(self.engine, "update_weights_from", None)
-        if push_from is not None and self.learner.actors and self.cfg.engine.get("weight_sync") == "process_group":
+        if push_from is not None and self.learner.actors and self.settings.push_from_learner_ranks:
             from agentforge.engines.replicas.senders import LearnerRankZeroSender
 
             push_from(LearnerRankZeroSender(self.learner.actors))  # rank 0 → replicas, not via the driver
@@ -203,20 +122,20 @@ class Trainer:
 
     def _engine_sleep(self) -> None:
         """After the rollout: the engine frees its memory for the update (vLLM's sleep mode; a no-op on CPU)."""
-        if self.engine_sleeps:
+        if self.settings.engine_sleeps:
             self.engine.sleep()
 
     def _engine_wake(self) -> None:
         """Before the weight push: the engine takes its memory back."""
-        if self.engine_sleeps:
+        if self.settings.engine_sleeps:
             self.engine.wake()
 
     def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
         """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
         started = time.perf_counter()
-        self.engine.reseed(iteration_seed(int(self.cfg.seed), 0, salt=1))  # the same eval samples every time
+        self.engine.reseed(iteration_seed(self.settings.seed, 0, salt=1))  # the same eval samples every time
         callback = progress.rollout_callback("eval") if progress else None
-        result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, int(self.tcfg.eval_group_size), callback)
+        result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, self.tcfg.eval_group_size, callback)
         groups = result.groups
         summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
@@ -238,16 +157,16 @@ class Trainer:
         rollout summary's) and the dynamic-sampling counts."""
         def one_round(round_index: int) -> Any:
             # round 0 is seeded as a plain iteration, so dynamic sampling off and on share the first batch
-            self.engine.reseed(iteration_seed(int(self.cfg.seed), iteration, salt=1000 * round_index))
-            tasks = self.sampler.sample(int(self.tcfg.tasks_per_iteration))
+            self.engine.reseed(iteration_seed(self.settings.seed, iteration, salt=1000 * round_index))
+            tasks = self.sampler.sample(self.tcfg.tasks_per_iteration)
             label = f"rollout {iteration + 1}" + (f" (round {round_index + 1})" if round_index else "")
             callback = progress.rollout_callback(label) if progress else None
-            return self.train_workflow.run(self.ctx, tasks, int(self.tcfg.group_size), callback)
+            return self.train_workflow.run(self.ctx, tasks, self.tcfg.group_size, callback)
 
         if not self.dynamic_sampling.enabled:
             result = one_round(0)
             return result, result.groups, {}
-        return play_with_signal(one_round, int(self.tcfg.tasks_per_iteration), self.dynamic_sampling)
+        return play_with_signal(one_round, self.tcfg.tasks_per_iteration, self.dynamic_sampling)
 
     def _curriculum_step(self, groups: list[Group]) -> dict[str, float]:
         """The curriculum's level these groups were played at, and (schedule `success`) their success fed back:
@@ -355,21 +274,21 @@ class Trainer:
         })
         metrics.update({f"env/{k}": v for k, v in self.pool.take_fault_counts().items()})  # faults survived
         metrics.update(getattr(self.engine, "last_sync", {}) if t_sync else {})  # replicas: bytes, version
-        self.tracker.log_samples(iteration + 1, sample_records(groups, int(self.tcfg.log_samples)))
+        self.tracker.log_samples(iteration + 1, sample_records(groups, self.tcfg.log_samples))
         # ---- whole trajectories with advantages, for `agentforge view` and wandb tables (trainer.save_trajectories)
-        if self.tcfg.get("save_trajectories", True):
+        if self.tcfg.save_trajectories:
             from agentforge.tracking.trajectories import trajectory_records
 
             self.tracker.log_trajectories(iteration + 1, trajectory_records(
                 groups, advantages, span_advantages, self.engine.tokenizer,
-                with_tokens=bool(self.tcfg.get("trajectory_tokens", False))))
+                with_tokens=self.tcfg.trajectory_tokens))
         # ---- end of trajectories
         return metrics
 
     def _start(self, progress: TrainProgress) -> None:
         """Iteration 0: evaluate the model as given, warm-start it on expert data if asked, evaluate again."""
         first: dict[str, Any] = {}
-        if self.warm_start_modes:
+        if self.warm_starts is not None:
             if self.tcfg.eval_before:
                 base = self.evaluate(0, progress)
                 self.history["base"] = self.history.pop("0")
@@ -386,41 +305,9 @@ class Trainer:
 
     def warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
         """The warm starts `trainer.warm_start` names, in order (expert SFT, RFT), each followed by a weight sync."""
-        metrics: dict[str, float] = {}
-        for mode in self.warm_start_modes:
-            metrics.update(self.expert_warm_start(progress) if mode == "expert" else self.rft_warm_start(progress))
-        self.learner.reset_reference()  # KL pulls toward the policy RL starts from, not the model as loaded
-        return metrics
-
-    def rft_warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
-        """RFT (T2PO's cold start): roll out the current policy, keep its best trajectories, one SFT epoch."""
-        from agentforge.training.rft import rft_dataset, rft_steps, run_rft_epochs
-
-        started = time.perf_counter()
-        callback = progress.rollout_callback("rft rollout") if progress else None
-        data = rft_dataset(self.cfg, self.ctx, build_workflow(self.cfg, self.algorithm, "rollout"), callback)
-        steps = rft_steps(self.cfg, len(data.kept))
-        console.print(f"[bold]warm start (rft)[/]: kept {len(data.kept)} of {data.played} rollouts ({data.won} won), "
-                      f"{steps} steps")
-        last: dict[str, float] = {}
-        run_rft_epochs(self.cfg, self.learner, data, sft_step_reporter("rft", steps, progress, last))
-        self._sync_weights()
-        return {**data.summary, "rft/loss": last.get("loss", float("nan")), "rft/steps": steps,
-                "time/rft": time.perf_counter() - started}
-
-    def expert_warm_start(self, progress: TrainProgress | None = None) -> dict[str, float]:
-        """SFT on expert trajectories with the same learner, then sync the engine."""
-        from agentforge.training.sft import expert_dataset, run_sft_epochs, sft_steps
-
-        data = expert_dataset(self.cfg, self.engine.tokenizer)
-        steps = sft_steps(self.cfg, data)
-        console.print(f"[bold]warm start[/]: SFT on {len(data)} expert trajectories, {steps} steps")
-        last: dict[str, float] = {}
-        started = time.perf_counter()
-        run_sft_epochs(self.cfg, self.learner, data, sft_step_reporter("sft", steps, progress, last))
-        self._sync_weights()
-        return {"sft/loss": last.get("loss", float("nan")), "sft/steps": steps, "sft/trajectories": len(data),
-                "time/warm_start": time.perf_counter() - started}
+        if self.warm_starts is None:
+            return {}
+        return self.warm_starts.run(self.learner, self.engine, self.ctx, self._sync_weights, progress)
 
     def save_checkpoint(self, iteration: int) -> None:
         with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
@@ -446,17 +333,17 @@ class Trainer:
         pending, self._pending = [b for b in self._pending if b.iteration >= first], []
         console.print(f"asynchronous training: rollout runs up to {self.max_staleness} version(s) ahead of the "
                       f"learner{f' ({len(pending)} batch(es) played before the checkpoint)' if pending else ''}")
-        return RolloutProducer(lambda i: self.play(i, None), first, int(self.tcfg.iterations), self.max_staleness,
+        return RolloutProducer(lambda i: self.play(i, None), first, self.tcfg.iterations, self.max_staleness,
                                lambda version: start + int(version) - base, pending).start()
 
     # ------------------------------------------------------------------------------------------------ loop
     def fit(self) -> dict[str, Any]:
         """Run all iterations; returns the before/after eval summary."""
-        iterations = int(self.tcfg.iterations)
+        iterations = self.tcfg.iterations
         if self.resuming:
             self._restore()
         try:
-            with TrainProgress(iterations, self.start_iteration, int(self.cfg.agent.max_turns)) as progress:
+            with TrainProgress(iterations, self.start_iteration, self.settings.max_turns) as progress:
                 if self.start_iteration == 0:
                     self._start(progress)
                 progress.iterations_begin()
@@ -465,7 +352,7 @@ class Trainer:
                         self.producer = self._start_producer(iteration, iterations)
                     metrics = self.train_iteration(iteration, progress)
                     step = iteration + 1
-                    every = int(self.tcfg.eval_every)
+                    every = self.tcfg.eval_every
                     if every and (step % every == 0 or step == iterations):
                         with self._producer_paused():  # eval plays on the same engine and env pool
                             metrics.update(self.evaluate(step, progress))
@@ -474,7 +361,7 @@ class Trainer:
                     if step == self.start_iteration + 1:  # every actor is up now: say where each one runs
                         record_placement(self.run_dir)
                     saved = bool(self.tcfg.checkpoint_every) and (
-                        step % int(self.tcfg.checkpoint_every) == 0 or step == iterations)
+                        step % self.tcfg.checkpoint_every == 0 or step == iterations)
                     if saved:
                         progress.phase("checkpoint")
                         self.save_checkpoint(step)
@@ -500,62 +387,20 @@ class Trainer:
             console.print("[yellow]stopped before the first checkpoint: nothing to resume from")
 
     def report(self) -> dict[str, Any]:
+        """The curves, the eval table with its paired verdicts, summary.json (training/run_report.py)."""
         floor = self._floor() if self.history else None
-        floor_rate = floor_row(floor)["success"] if floor else None
-        plot = plot_training_curves(self.run_dir / "metrics.jsonl", self.run_dir / "training_curves.png",
-                                    f"{self.cfg.algorithm.name} · {self.cfg.env.name} · {self.spec.name}",
-                                    floor=floor_rate)
-        evals = sorted(((k, v) for k, v in self.history.items() if k != "base"), key=lambda kv: int(kv[0]))
-        summary: dict[str, Any] = {"run_dir": str(self.run_dir), "plot": str(plot)}
-        rows = []
-        if "base" in self.history:
-            summary["base"] = self.history["base"]
-            rows.append(eval_row("model as given", self.history["base"]))
-        if evals:
-            summary["before"] = {"iteration": int(evals[0][0]), **evals[0][1]}
-            summary["after"] = {"iteration": int(evals[-1][0]), **evals[-1][1]}
-            warm = " (after the warm start)" if "base" in self.history and int(evals[0][0]) == 0 else ""
-            rows += [eval_row(f"iteration {k}{warm if k == '0' else ''}", v) for k, v in evals]
-        if floor and rows:
-            rows.append(floor_row(floor))
-        if rows:
-            summary["evals"] = rows
-            console.print(summary_table(rows))
-            named = [(row["name"], self.eval_outcomes[key]) for row, key in zip(
-                rows, (["base"] if "base" in self.history else []) + [k for k, _ in evals], strict=False)
-                if key in self.eval_outcomes]
-            records = run_verdicts(named, floor)
-            lines = [r["text"] for r in records]
-            model_rows = [r for r in rows if r.get("valid_format") is not None]
-            if len(model_rows) > 1:
-                lines.append(verdict(model_rows[0], model_rows[-1]))
-            if records:
-                summary["verdicts"] = records
-            if lines:
-                summary["verdict"] = lines
-            for line in lines:
-                console.print(line, highlight=False)
-            summary["eval_outcomes"] = self.eval_outcomes
-        untrained = self.updates.summary_line(int(self.tcfg.iterations))
-        if untrained:
-            summary["untrained_iterations"] = list(self.updates.untrained)
-            console.print(f"[bold red]{untrained}", highlight=False)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        console.print(f"run dir: {self.run_dir}\ncurves: {plot}\ntrajectories: {view_hint(self.run_dir)}",
-                      soft_wrap=True)  # paths to copy: never folded
-        return summary
+        return final_report(self.run_dir, self.settings.title, self.history, self.eval_outcomes, floor,
+                            list(self.updates.untrained), self.updates.summary_line(self.tcfg.iterations))
 
     def _floor(self) -> dict[str, list[bool]] | None:
         """The random-admissible-action floor on the eval tasks (trainer.eval_floor), None where the env lists no
         admissible actions or the floor cannot be played (said once, never fatal: it is a reference row)."""
-        if not self.tcfg.get("eval_floor", True) or self.cfg.env.name == "agent":
+        if self.floor is None:
             return None
-        from agentforge.builders import without_name
-        from agentforge.evaluation.floor import NoFloor, random_floor
+        from agentforge.evaluation.floor import NoFloor
 
         try:
-            return random_floor(str(self.cfg.env.name), without_name(self.cfg.env), self.eval_tasks,
-                                int(self.cfg.agent.max_turns), int(self.tcfg.eval_group_size), int(self.cfg.seed))
+            return self.floor(self.eval_tasks)
         except NoFloor as reason:
             log.info("no random floor: %s", reason)
         except Exception as error:  # a reference row must not fail a finished run
@@ -572,58 +417,3 @@ class Trainer:
                 closer()
             except Exception as error:  # closing must not hide the real error
                 log.warning("error while closing: %s", error)
-
-
-def warn_about_the_objective(learner_cfg: Any) -> None:
-    """Combinations that run but train worse than the user probably expects, said once at start."""
-    spec = learner_cfg.objective_spec()
-    if spec.policy_loss == "gspo" and learner_cfg.old_logprobs == "engine" and max(spec.clip.eps_low,
-                                                                                   spec.clip.eps_high) < 0.01:
-        log.warning("learner.loss.policy_loss=gspo clips the turn ratio at 1 +- %.0e, far below an engine's "
-                    "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
-                    "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
-                    "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
-    loss = learner_cfg.loss
-    if loss.agg_mode is not None and loss.policy_aggregation() != loss.aggregation():
-        log.warning("learner.loss.agg_mode=%s aggregates the KL and entropy terms only: %s's policy term is always "
-                    "%s (as verl)", loss.agg_mode, spec.policy_loss, loss.policy_aggregation())
-
-
-def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
-    """The descriptors whose diversity each eval reports: the env's built-ins plus the one the algorithm optimises."""
-    from agentforge.algorithms.descriptors import descriptors_for_env
-
-    names = descriptors_for_env(env_name)
-    optimised = getattr(getattr(algorithm, "descriptor", None), "name", None)
-    return names + [optimised] if optimised and optimised not in names else names
-
-
-def sft_step_reporter(label: str, steps: int, progress: TrainProgress | None,
-                      last: dict[str, float]) -> Callable[[int, dict[str, float]], None]:
-    """A warm start's per-step callback: a console line per step, the progress phase, the last metrics kept."""
-    if progress:
-        progress.phase(f"warm start: {label.upper()} step 1/{steps}")
-
-    def on_step(step: int, metrics: dict[str, float]) -> None:
-        last.update(metrics)
-        console.print(f"  {label} step {step}/{steps} · loss {metrics.get('loss', float('nan')):.4f}")
-        if progress and step < steps:
-            progress.phase(f"warm start: {label.upper()} step {step + 1}/{steps}")
-
-    return on_step
-
-
-def warm_start_budget(cfg: DictConfig, modes: list[str]) -> int:
-    """An upper bound on the warm starts' optimizer steps (the learner's LR schedule spans them and RL)."""
-    from agentforge.training.rft import rft_step_budget
-
-    steps = 0
-    if "expert" in modes:
-        steps += int(cfg.sft.epochs) * -(-int(cfg.sft.num_tasks) // int(cfg.sft.batch_size))
-    if "rft" in modes:
-        steps += rft_step_budget(cfg)
-    return steps
-
-
-def run_train(cfg: DictConfig) -> dict[str, Any]:
-    return Trainer(cfg).fit()

@@ -16,7 +16,7 @@ from agentforge.reliability.checkpoint import CheckpointManager
 from agentforge.schema.compose import compose_config
 from agentforge.schema.config_check import check_config
 from agentforge.tracking.trajectories import iteration_files, read_records
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 from agentforge.training.updates import STALL_ITERATIONS
 from tests.integration import letter_bandit
 from tests.integration.letter_bandit import metric_rows
@@ -52,7 +52,7 @@ BOOKKEEPING_ENGINE = "engine=hf"
 
 @pytest.mark.parametrize("k", [1, 2])
 def test_asynchronous_grpo_learns_within_the_staleness_bound(ray_runtime, tmp_path, k):
-    Trainer(bandit_config(tmp_path, k, *SCHEDULES[k])).fit()
+    build_trainer(bandit_config(tmp_path, k, *SCHEDULES[k])).fit()
     rows = [r for r in metric_rows(tmp_path) if "train/mean_return" in r]
     rewards = [r["train/mean_return"] for r in rows]
     iterations = int(SCHEDULES[k][0].split("=")[1])
@@ -83,7 +83,7 @@ def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_r
     run = tmp_path / "run"
     options = ["trainer.iterations=4", "trainer.checkpoint_every=2", "trainer.trajectory_tokens=true",
                BOOKKEEPING_ENGINE]
-    Trainer(bandit_config(run, 1, *options)).fit()
+    build_trainer(bandit_config(run, 1, *options)).fit()
     checkpoints = CheckpointManager(run / "checkpoints", 2).complete()
     assert [c.iteration for c in checkpoints] == [2, 4]
     kept = checkpoints[0].pending_rollouts  # played ahead at the iteration-2 checkpoint, not trained yet
@@ -102,7 +102,7 @@ def test_a_resumed_asynchronous_run_trains_the_batches_its_checkpoint_kept(ray_r
         shutil.rmtree(CheckpointManager(run / "checkpoints", 2).complete()[-1].path)  # died after iteration 2
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="agentforge.training.trainer"):
-            Trainer(bandit_config(run, k, *options, f"resume={run}")).fit()
+            build_trainer(bandit_config(run, k, *options, f"resume={run}")).fit()
         assert trained(3) == played, k  # the kept batch itself trained, not played again, nor dropped
         assert trained(4, "task") == original_tasks, k  # iteration 4 trains the tasks the first run drew for it
         rows = {r["iteration"]: r for r in metric_rows(run)}
@@ -120,7 +120,7 @@ def test_a_refused_update_makes_no_version_and_a_stalled_run_says_so(ray_runtime
     iteration 5, and three refusals in a row are reported loudly (warning, metric, summary)."""
     cfg = bandit_config(tmp_path, 1, "trainer.iterations=6", "trainer.tasks_per_iteration=2", "trainer.group_size=4",
                         BOOKKEEPING_ENGINE)
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     compute, calls = trainer.algorithm.advantages, []
 
     def advantages(groups):
@@ -172,7 +172,7 @@ def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path,
         "agent.sampling.max_new_tokens=16", "env.dim_room=[6,6]", "env.max_steps=4", "engine.replicas=1",
         "engine.replica_cpus=1", "trainer.asynchronous.max_staleness=1", "learner.old_logprobs=recompute",
     ], run_dir=str(tmp_path))
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = [r for r in metric_rows(tmp_path) if "async/staleness_max" in r]
     assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 for r in rows)
     assert sum(r["async/turns_lag_1"] for r in rows) > 0
@@ -192,7 +192,7 @@ def test_gigpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_r
         "engine.replica_cpus=1", "engine.interrupt_tokens=4", "trainer.asynchronous.max_staleness=1",
         "learner.old_logprobs=recompute", "learner.rollout_correction.is_level=token",
     ], run_dir=str(tmp_path))
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = [r for r in metric_rows(tmp_path) if "async/staleness_max" in r]
     assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 and r["train/samples"] > 0 for r in rows)
     assert sum(r["async/turns_lag_1"] for r in rows) > 0  # rollout really ran a version ahead

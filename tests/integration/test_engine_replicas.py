@@ -231,11 +231,11 @@ BASE = [
 
 def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_where_replicas_ran(ray_runtime,
                                                                                                    tmp_path):
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     run_dir = tmp_path / "run"
     # per-episode scheduling too: a training run's rollout on replicas, each episode's turns sent as they are ready
-    trainer = Trainer(compose_config([*BASE, "engine.colocate=true", "agent.schedule=per_episode"],
+    trainer = build_trainer(compose_config([*BASE, "engine.colocate=true", "agent.schedule=per_episode"],
                                      run_dir=str(run_dir)))
     events: list = []
     close = trainer.engine.close

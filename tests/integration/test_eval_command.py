@@ -14,7 +14,7 @@ from test_sweep_report import TINY_TRAIN, run_cli, tiny_sweep
 from agentforge.errors import ConfigError
 from agentforge.evaluation.evaluate import run_eval
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import iteration_seed
+from agentforge.tasks import iteration_seed
 
 pytestmark = pytest.mark.integration
 

@@ -76,13 +76,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     train` process (its card names the command that reproduces it) exported through the CLI's main here; the
     full run is trained in this process (the same trainer) and exported by a real `agentforge export` process."""
     from agentforge.schema.compose import compose_config
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     root = tmp_path_factory.mktemp("export_runs")
     out = {}
     for kind, extra in KINDS.items():
         if kind == "full":
-            Trainer(compose_config(["command=train", *TRAIN, *extra], run_dir=str(root / kind))).fit()
+            build_trainer(compose_config(["command=train", *TRAIN, *extra], run_dir=str(root / kind))).fit()
             exported = run_cli("export", str(root / kind), cwd=root, timeout=300)
             status, stdout, stderr = exported.returncode, exported.stdout, exported.stderr
         else:

@@ -363,7 +363,7 @@ def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm
     expert's replies); GiGPO groups calls by their rendered observation,
     TJPO's diversity credit reads the tools called (descriptor `tool_calls`), T2PO's token-level intervention and
     uncertainty act on every model call."""
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={agent}", *TINY,
                           f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
@@ -375,7 +375,7 @@ def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm
     if algorithm != "t2po":  # T2PO brings its own intervention (TTI), one per turn
         with open_dict(cfg):
             cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     if (agent, algorithm) == (OPENAI_AGENT, "grpo"):  # the tool-format warm start ran first, on the expert's replies
         first = rows[0]
@@ -404,7 +404,7 @@ def ray_runtime(ray_with_module_classes):
 def test_asynchronous_training_through_the_gateway(ray_runtime, tmp_path, tiny_tokenizer):
     """The producer thread plays the agent's episodes through the gateway on an engine replica while the learner
     trains: the calls carry the replica's policy version, the staleness bound holds."""
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
                           "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2",
@@ -414,7 +414,7 @@ def test_asynchronous_training_through_the_gateway(ray_runtime, tmp_path, tiny_t
                          run_dir=str(tmp_path))
     with open_dict(cfg):
         cfg.agent.intervention = tool_call_scaffold(tiny_tokenizer)
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "train/samples" in r]
     assert len(rows) == 3
@@ -430,11 +430,11 @@ def test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies(tmp
     """No engine: the agent's own loop runs against the gateway, the search-QA expert writes each reply as a Hermes
     tool call, and the won episodes are SFT data in exactly the conversation the agent holds."""
     from agentforge.learner import samples_from_sft
-    from agentforge.training.sft import expert_dataset
+    from agentforge.training.sft import ExpertPlay, expert_dataset
 
     cfg = gateway_config(tmp_path, tiny_tokenizer, agent, f"env.expert={EXPERT}", "command=sft", "sft.num_tasks=6",
                          scaffold=False)
-    data = expert_dataset(cfg, tiny_tokenizer)
+    data = expert_dataset(ExpertPlay.from_config(cfg), cfg.sft, tiny_tokenizer)
     assert len(data) >= 3 and all(t.won for t in data)
     eos = tiny_tokenizer.eos_token_id
     for trajectory in data:

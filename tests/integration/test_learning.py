@@ -7,7 +7,7 @@ contains the letter "a"; GRPO must shift the random tiny model's distribution wi
 
 import pytest
 
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 from tests.integration.letter_bandit import bandit_config, metric_rows
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ OBJECTIVES = {
 @pytest.mark.parametrize("objective", list(OBJECTIVES))
 def test_grpo_raises_reward_on_a_learnable_task(tmp_path, objective):
     cfg = bandit_config(tmp_path, *OBJECTIVES[objective])
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = metric_rows(tmp_path)
     rewards = [r["train/mean_return"] for r in rows if "train/mean_return" in r]
     assert len(rewards) == 8

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 
@@ -15,7 +15,7 @@ def test_a_mixed_run_trains_on_both_envs_and_evaluates_each(tiny_train_config, t
                             "trainer.warm_start=true", "sft.num_tasks=4", "sft.epochs=1", "sft.batch_size=8",
                             "agent.history=conversation", "agent.sampling.max_new_tokens=12",
                             "learner.lora.enabled=false", "trainer.eval_before=true")
-    trainer = Trainer(cfg)
+    trainer = build_trainer(cfg)
     trainer.fit()
     assert trainer.sampler.counts == {"sokoban": 2, "search_qa": 2}  # weights 1:1
     assert {t.env for t in trainer.eval_tasks} == {"sokoban", "search_qa"}

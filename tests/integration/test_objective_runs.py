@@ -11,8 +11,8 @@ import pytest
 
 from agentforge.errors import ConfigError
 from agentforge.schema.compose import compose_config
+from agentforge.training.assembly import build_trainer
 from agentforge.training.preflight import preflight
-from agentforge.training.trainer import Trainer
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def rows(run_dir: Path) -> list[dict]:
 
 
 def train(run_dir: Path, *overrides: str) -> list[dict]:
-    Trainer(compose_config([*BASE, *overrides], run_dir=str(run_dir))).fit()
+    build_trainer(compose_config([*BASE, *overrides], run_dir=str(run_dir))).fit()
     return [r for r in rows(run_dir) if r["iteration"] >= 1]
 
 

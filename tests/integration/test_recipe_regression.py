@@ -46,9 +46,9 @@ def overrides(algorithm: str) -> list[str]:
 def run_one_iteration(algorithm: str, run_dir: Path) -> dict:
     """Train one iteration; return its trajectories (token ids, log-probs), advantages and loss."""
     from agentforge.schema.compose import compose_config
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
-    trainer = Trainer(compose_config(overrides(algorithm), run_dir=str(run_dir)))
+    trainer = build_trainer(compose_config(overrides(algorithm), run_dir=str(run_dir)))
     captured: dict = {}
     compute = trainer.algorithm.advantages
 

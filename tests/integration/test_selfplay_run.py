@@ -17,13 +17,13 @@ TASKS, GAMES = 2, 2  # trainer.tasks_per_iteration, trainer.group_size
 
 def test_one_self_play_iteration_trains_both_sides(tiny_train_config, tiny_tokenizer, tmp_path) -> None:
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     # the tiny model writes no move by itself: it samples 2 tokens, then `<action>4</action>` is forced. Player 0
     # takes the centre; player 1 is refused twice (occupied) and loses: 3 turns per game, 2 sampled tokens each
     ids = tiny_tokenizer.encode("<action>4</action>", add_special_tokens=False)
     force = f"{{kind:force_sequence,params:{{sequence:{[*ids, tiny_tokenizer.eos_token_id]},after_tokens:2}}}}"
-    Trainer(tiny_train_config("grpo_textarena_selfplay", f"trainer.group_size={GAMES}", "agent.max_turns=3",
+    build_trainer(tiny_train_config("grpo_textarena_selfplay", f"trainer.group_size={GAMES}", "agent.max_turns=3",
                               "agent.sampling.max_new_tokens=16", f"agent.intervention={force.replace(' ', '')}",
                               "learner.micro_batch_tokens=1024", "trainer.eval_every=0")).fit()
     row = next(r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["iteration"] == 1)

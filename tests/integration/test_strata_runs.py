@@ -161,9 +161,9 @@ def test_eval_hooks_give_every_episode_its_own_strategy_and_no_judgment(engine):
 
 def test_one_training_iteration_of_the_sokoban_recipe(tmp_path, tiny_train_config):
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
-    Trainer(tiny_train_config("strata_sokoban", *SMALL_STRATA, "trainer.checkpoint_every=1")).fit()
+    build_trainer(tiny_train_config("strata_sokoban", *SMALL_STRATA, "trainer.checkpoint_every=1")).fit()
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     row = next(r for r in rows if r["iteration"] == 1)
     for key in ("train/loss", "train/strata/judgment_flag_rate", "train/strata/judgment_parse_failures",

@@ -134,24 +134,25 @@ def test_tds_regenerates_turns_from_the_same_state_and_never_trains_them(ctx, ma
 
 
 def test_rft_keeps_only_what_passes_the_filter(ctx):
+    from agentforge.builders import without_name
     from agentforge.training.rft import rft_dataset
 
     cfg = compose_config(["recipe=t2po_sokoban", "model=tiny", "rft.num_tasks=2", "rft.group_size=2",
                           "rft.score=return", "rft.threshold=-1000", "rft.require_valid=false"])
     workflow = make_algorithm(cfg.algorithm).workflow("rollout")
-    data = rft_dataset(cfg, ctx, workflow)
+    data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow)
     assert data.played == 4 and len(data.kept) == 4 and data.summary["rft/kept_rate"] == 1.0
     cfg.rft.threshold = 2.0  # no Sokoban return reaches it with score=won
     cfg.rft.score = "won"
     with pytest.raises(ConfigError, match=r"RFT kept none of 4 trajectories.*warm_start=\[expert,rft\]"):
-        rft_dataset(cfg, ctx, workflow)
+        rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow)
 
 
 def test_one_training_iteration_with_rft_warm_start(tmp_path, tiny_train_config):
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
-    Trainer(tiny_train_config(
+    build_trainer(tiny_train_config(
         "t2po_sokoban", "trainer.warm_start=rft", "rft.num_tasks=2", "rft.group_size=2", "rft.score=return",
         "rft.threshold=-1000", "rft.require_valid=false", "trainer.group_size=2", "agent.sampling.max_new_tokens=12",
         "algorithm.eta=1.0", "algorithm.max_try=1")).fit()

@@ -91,7 +91,7 @@ def test_tjpo_alfworld_recipe_trains_one_iteration_on_the_tiny_model(tmp_path):
     import json
 
     from agentforge.schema.compose import compose_config
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
     cfg = compose_config([
         "recipe=tjpo_alfworld", "command=train", "model=tiny", "engine=hf", "model.dtype=float32",
@@ -100,7 +100,7 @@ def test_tjpo_alfworld_recipe_trains_one_iteration_on_the_tiny_model(tmp_path):
         "trainer.checkpoint_every=0", "agent.max_turns=2", "agent.sampling.max_new_tokens=16",
         "env_pool.kind=local", "logger.wandb=false",
     ], run_dir=str(tmp_path / "run"))
-    Trainer(cfg).fit()
+    build_trainer(cfg).fit()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert "adv/diversity_credit_abs_mean" in rows[1] and "adv/div_pair/location" in rows[1]
     assert rows[1]["eval/div_groups/location"] == 0 or "eval/div_pair/location" in rows[1]

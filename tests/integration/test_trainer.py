@@ -8,7 +8,7 @@ import pytest
 
 from agentforge.errors import ConfigError
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
     curriculum = ["trainer.curriculum.option=num_gen_steps", "trainer.curriculum.levels=[3,6]"]
     cfg = compose_config([*FAST, "trainer.iterations=2", "trainer.checkpoint_every=1", "trainer.keep_checkpoints=1",
                           "logger.wandb=true", *curriculum], run_dir=str(tmp_path / "run"))
-    summary = Trainer(cfg).fit()
+    summary = build_trainer(cfg).fit()
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [0, 1, 2]
@@ -52,11 +52,11 @@ def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1"]
-    Trainer(compose_config([*common, "trainer.iterations=3"], run_dir=str(tmp_path / "full"))).fit()
-    Trainer(compose_config([*common, "trainer.iterations=1"], run_dir=str(tmp_path / "part"))).fit()
+    build_trainer(compose_config([*common, "trainer.iterations=3"], run_dir=str(tmp_path / "full"))).fit()
+    build_trainer(compose_config([*common, "trainer.iterations=1"], run_dir=str(tmp_path / "part"))).fit()
     resumed = compose_config([*common, "trainer.iterations=3", f"resume={tmp_path / 'part'}"],
                              run_dir=str(tmp_path / "ignored"))
-    Trainer(resumed).fit()
+    build_trainer(resumed).fit()
     full, part = losses(tmp_path / "full"), losses(tmp_path / "part")
     assert sorted(part) == [1, 2, 3]
     for iteration in (1, 2, 3):
@@ -67,9 +67,10 @@ def test_partial_checkpoint_falls_back_to_the_previous_one(tmp_path):
     common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1",
               "trainer.keep_checkpoints=3"]
     run = tmp_path / "run"
-    Trainer(compose_config([*common, "trainer.iterations=2"], run_dir=str(run))).fit()
+    build_trainer(compose_config([*common, "trainer.iterations=2"], run_dir=str(run))).fit()
     (run / "checkpoints" / "iter_000002" / "COMPLETE").unlink()  # as if killed while writing
-    trainer = Trainer(compose_config([*common, "trainer.iterations=2", f"resume={run}"], run_dir=str(tmp_path / "x")))
+    trainer = build_trainer(compose_config([*common, "trainer.iterations=2", f"resume={run}"],
+                                           run_dir=str(tmp_path / "x")))
     trainer._restore()
     assert trainer.start_iteration == 1
     trainer.close()
@@ -85,13 +86,42 @@ def test_partial_checkpoint_falls_back_to_the_previous_one(tmp_path):
 )
 def test_bad_configs_fail_before_start(tmp_path, override, message):
     with pytest.raises(ConfigError, match=message):
-        Trainer(compose_config([*FAST, override], run_dir=str(tmp_path)))
+        build_trainer(compose_config([*FAST, override], run_dir=str(tmp_path)))
 
 
 def test_resume_true_without_runs_says_what_to_do(tmp_path):
     with pytest.raises(ConfigError, match="resume=<run dir>"):
-        Trainer(compose_config([*FAST, "resume=true"], run_dir=str(tmp_path / "a" / "b")))
+        build_trainer(compose_config([*FAST, "resume=true"], run_dir=str(tmp_path / "a" / "b")))
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_start_that_fails_part_way_closes_what_it_had_started(tmp_path, monkeypatch):
+    """The learner failing to start (made to raise here) leaves no engine or env pool running behind the error."""
+    import agentforge.training.assembly as assembly
+
+    started, closed = [], []
+    real_engine, real_pool = assembly.build_engine, assembly.build_pool
+
+    def engine_of_the_run(*args):
+        started.append(real_engine(*args))
+        return started[-1]
+
+    def pool_of_the_run(*args):
+        pool = real_pool(*args)
+        close = pool.close
+        pool.close = lambda: (closed.append("pool"), close())
+        return pool
+
+    def learner_that_fails(*args, **kwargs):
+        raise RuntimeError("the learner could not start")
+
+    monkeypatch.setattr(assembly, "build_engine", engine_of_the_run)
+    monkeypatch.setattr(assembly, "build_pool", pool_of_the_run)
+    monkeypatch.setattr(assembly, "Learner", learner_that_fails)
+    with pytest.raises(RuntimeError, match="the learner could not start"):
+        build_trainer(compose_config([*FAST, "engine=hf"], run_dir=str(tmp_path)))
+    assert started and started[0].model is None, "the engine was left loaded"
+    assert closed == ["pool"]
 
 
 def test_sft_writes_a_model_that_init_from_loads(tmp_path):

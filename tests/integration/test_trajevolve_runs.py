@@ -145,9 +145,9 @@ def test_one_training_iteration_logs_the_redundancy_report(tmp_path, tiny_train_
     """The whole loop with the discriminator on: rollout hooks, labels, credit, update, eval. (The tiny model wins
     nothing, so there is nothing to label: this checks the wiring, the label tests above check the labels.)"""
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.trainer import Trainer
+    from agentforge.training.assembly import build_trainer
 
-    Trainer(tiny_train_config("trajevolve_sokoban", "trainer.warm_start=false", "trainer.group_size=2",
+    build_trainer(tiny_train_config("trajevolve_sokoban", "trainer.warm_start=false", "trainer.group_size=2",
                               "agent.sampling.max_new_tokens=12", "algorithm.discriminator=true",
                               "trainer.checkpoint_every=1")).fit()
     saved = next((tmp_path / "run" / "checkpoints").glob("iter_*"))

@@ -11,7 +11,7 @@ import pytest
 
 from agentforge.reliability.checkpoint import CheckpointMismatchError
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 
@@ -24,12 +24,12 @@ RUN = ["recipe=debug", "command=train", "engine=hf", "logger.wandb=false", "env_
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny run (full weights, no LoRA) with a checkpoint at iteration 1."""
     run = tmp_path_factory.mktemp("mismatch") / "run"
-    Trainer(compose_config(RUN, run_dir=str(run))).fit()
+    build_trainer(compose_config(RUN, run_dir=str(run))).fit()
     return run
 
 
 def resume(run: Path, tmp_path: Path, *overrides: str) -> None:
-    trainer = Trainer(compose_config([*RUN, "trainer.iterations=2", f"resume={run}", *overrides],
+    trainer = build_trainer(compose_config([*RUN, "trainer.iterations=2", f"resume={run}", *overrides],
                                      run_dir=str(tmp_path / "ignored")))
     try:
         trainer._restore()

@@ -15,7 +15,7 @@ import pytest
 
 from agentforge.reliability.checkpoint import MARKER, CheckpointError, CheckpointManager
 from agentforge.schema.compose import compose_config
-from agentforge.training.trainer import Trainer
+from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_full_disk_while_saving_leaves_the_previous_checkpoint_usable(tmp_path, small_disk):
     run_dir = small_disk / "run"
     overrides = [*RUN, f"run_dir={run_dir}"]
-    trainer = Trainer(compose_config([*overrides, "trainer.iterations=2"], run_dir=str(run_dir)))
+    trainer = build_trainer(compose_config([*overrides, "trainer.iterations=2"], run_dir=str(run_dir)))
     with pytest.raises(CheckpointError) as caught:
         trainer.fit()
     message = str(caught.value)
@@ -55,7 +55,7 @@ def test_a_full_disk_while_saving_leaves_the_previous_checkpoint_usable(tmp_path
     assert CheckpointManager(root).latest().iteration == 1
 
     # the previous checkpoint loads: weights, optimizer, sampler and RNG states
-    resumed = Trainer(compose_config([*overrides, "trainer.iterations=2", f"resume={run_dir}"],
+    resumed = build_trainer(compose_config([*overrides, "trainer.iterations=2", f"resume={run_dir}"],
                                      run_dir=str(tmp_path / "ignored")))
     try:
         resumed._restore()

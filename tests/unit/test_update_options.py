@@ -249,7 +249,7 @@ def test_policy_loss_defaults_fill_the_clip_and_aggregation():
 
 
 def test_gspo_on_engine_logprobs_is_warned_about(caplog):
-    from agentforge.training.trainer import warn_about_the_objective
+    from agentforge.training.assembly import warn_about_the_objective
 
     with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
         warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}))

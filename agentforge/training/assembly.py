@@ -1,0 +1,209 @@
+"""The train command's layer: read the composed config once, check it, build every part of the run, hand the
+`Trainer` its settings and parts.
+
+Why: the loop (`training/trainer.py`) then reads only its own section, and the config's way through the code is
+here: each builder takes the section its part needs (the engine its engine options, the learner its
+`LearnerConfig`, the pool its env options).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from agentforge.algorithms import make_algorithm
+from agentforge.builders import (
+    build_engine,
+    build_model_spec,
+    build_pool,
+    build_rollout_context,
+    build_workflow,
+    plain,
+    prepare_run_dir,
+    without_name,
+)
+from agentforge.envs.pool import ensure_ray
+from agentforge.learner import Learner
+from agentforge.learner.config import LearnerConfig
+from agentforge.learner.memory import check_memory_fit
+from agentforge.reliability.checkpoint import CheckpointManager
+from agentforge.reliability.reaper import start_reaper
+from agentforge.schema.groups import RFTSchema, SFTSchema, TrainerSchema
+from agentforge.schema.options import typed
+from agentforge.tasks import held_out_tasks, task_sampler
+from agentforge.tracking.progress import console
+from agentforge.tracking.tracker import RunTracker
+from agentforge.training.config import (
+    learner_config_for_run,
+    max_staleness,
+    optimizer_steps_per_iteration,
+    resolve_resume_dir,
+    warm_start_modes,
+)
+from agentforge.training.curriculum import with_curriculum
+from agentforge.training.dynamic_sampling import DynamicSampling
+from agentforge.training.kl_reward import KLRewardPenalty
+from agentforge.training.parts import Floor, TrainerParts, TrainerSettings
+from agentforge.training.preflight import preflight
+from agentforge.training.rft import check_rft_config
+from agentforge.training.sft import ExpertPlay
+from agentforge.training.trainer import Trainer
+from agentforge.training.warm_start import WarmStart, step_budget
+
+log = logging.getLogger("agentforge.training.assembly")
+
+
+def run_train(cfg: DictConfig) -> dict[str, Any]:
+    """`agentforge train`: build the run, train it, return its before/after summary."""
+    return build_trainer(cfg).fit()
+
+
+def build_trainer(cfg: DictConfig) -> Trainer:
+    """A `Trainer` for a composed `command=train` config (what `agentforge train` runs; the entry for API users):
+    the cheap checks first, then the model, the engine, Ray and the env pool, the learner, the task samplers."""
+    preflight(cfg)  # config, env options and data files, before the model, the engine and Ray start
+    resume_dir = resolve_resume_dir(cfg)
+    run_dir = resume_dir if resume_dir is not None else prepare_run_dir(cfg)
+    spec = build_model_spec(cfg)
+    modes = warm_start_modes(cfg.trainer.warm_start)
+    sft, rft = typed(SFTSchema, plain(cfg.sft)), typed(RFTSchema, plain(cfg.rft))
+    if "rft" in modes:
+        check_rft_config(rft)
+    learner_cfg = learner_config_for_run(cfg, schedule_steps(cfg, step_budget(modes, sft, rft)))
+    learner_cfg.validate_for_model(spec.path)
+    kl_penalty = kl_reward_penalty(learner_cfg)
+    dynamic_sampling = DynamicSampling.from_config(cfg.trainer.get("dynamic_sampling"))
+    check_memory_fit(spec.path, learner_cfg)
+    warn_about_the_objective(learner_cfg)
+    console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {spec.name} · engine "
+                  f"{cfg.engine.name} · run dir {run_dir}")
+    with contextlib.ExitStack() as started:  # a start that fails part-way closes what it had started
+        engine = build_engine(cfg, spec)  # first: vLLM's in-process start-up reseeds torch
+        started.callback(close_quietly, engine.close)
+        seed_everything(int(cfg.seed))
+        ray_pool = cfg.env_pool.kind == "ray" and cfg.env.name != "agent"  # env=agent hosts no env workers
+        if ray_pool or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
+            ensure_ray()
+            start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
+        pool = build_pool(cfg)
+        started.callback(close_quietly, pool.close)
+        ctx = build_rollout_context(cfg, engine, pool)
+        settings = trainer_settings(cfg, f"{cfg.algorithm.name} · {cfg.env.name} · {spec.name}")
+        tcfg = settings.trainer
+        eval_ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(tcfg.eval_temperature)))
+        algorithm = make_algorithm(cfg.algorithm)
+        train_workflow = build_workflow(cfg, algorithm, "train")  # refuses an algorithm env=agent cannot train
+        eval_workflow = build_workflow(cfg, algorithm, "eval")
+        for workflow in (train_workflow, eval_workflow):  # gateways (env=agent) hold a server once started
+            if hasattr(workflow, "close"):
+                started.callback(close_quietly, workflow.close)
+        env_name, env_options = str(cfg.env.name), without_name(cfg.env)
+        eval_descriptors = eval_descriptor_names(env_name, algorithm)
+        learner = Learner(spec.path, learner_cfg)  # after the refusals; parts draw from the seeded RNGs in this order
+        started.callback(close_quietly, learner.close)
+        if hasattr(engine, "weight_source"):  # engine replicas: a restarted one takes the current weights
+            engine.weight_source = lambda: learner.export_weights(only_changed=True, copy=False)
+        sampler = with_curriculum(task_sampler(env_name, env_options, "train", tcfg.seed_offset),
+                                  plain(cfg.trainer.get("curriculum")), env_name,
+                                  tcfg.iterations * tcfg.tasks_per_iteration)
+        eval_tasks = held_out_tasks(env_name, env_options, tcfg.eval_tasks)
+        checkpoints = CheckpointManager(run_dir / "checkpoints", tcfg.keep_checkpoints)
+        tracker = RunTracker(run_dir, plain(cfg.logger), plain(cfg), resume_dir is not None)
+        started.callback(close_quietly, tracker.close)
+        if settings.max_staleness and learner_cfg.old_logprobs == "engine":
+            console.print("[yellow]asynchronous training with learner.old_logprobs=engine clips around the stale "
+                          "behaviour policy; decoupled PPO clips around the learner's own policy: set "
+                          "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
+        parts = TrainerParts(
+            run_dir=run_dir, resuming=resume_dir is not None, engine=engine, pool=pool, ctx=ctx, eval_ctx=eval_ctx,
+            algorithm=algorithm, train_workflow=train_workflow, eval_workflow=eval_workflow,
+            eval_descriptors=eval_descriptors, learner=learner, sampler=sampler, eval_tasks=eval_tasks,
+            checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling, kl_penalty=kl_penalty,
+            warm_start=WarmStart(modes, sft, rft, ExpertPlay.from_config(cfg), settings.seed,
+                                 lambda: build_workflow(cfg, algorithm, "rollout")) if modes else None,
+            floor=random_floor_player(cfg, settings),
+        )
+        trainer = Trainer(settings, parts)
+        started.pop_all()  # from here the trainer closes them (Trainer.close)
+    return trainer
+
+
+def close_quietly(close: Any) -> None:
+    """Closing after a failed start must not hide the error that stopped it."""
+    try:
+        close()
+    except Exception as error:
+        log.warning("error while closing after a failed start: %s", error)
+
+
+def trainer_settings(cfg: DictConfig, title: str) -> TrainerSettings:
+    """The loop's own section, typed by the schema, and the run-wide values it reads (its nested sections become
+    parts, built here: the curriculum sampler, dynamic sampling, the producer's bound)."""
+    engine = cfg.engine
+    return TrainerSettings(
+        trainer=typed(TrainerSchema, plain(cfg.trainer)), seed=int(cfg.seed), max_turns=int(cfg.agent.max_turns),
+        title=title, max_staleness=max_staleness(cfg),
+        engine_sleeps=bool(engine.get("colocate", False) or engine.get("enable_sleep_mode", False)),
+        push_from_learner_ranks=engine.get("weight_sync") == "process_group")
+
+
+def schedule_steps(cfg: DictConfig, warm_start_steps: int) -> int:
+    """The LR schedule's length: the run's optimizer steps, RL (an upper bound per iteration) and warm starts."""
+    per_iteration = optimizer_steps_per_iteration(cfg, learner_config_for_run(cfg))
+    return int(cfg.trainer.iterations) * per_iteration + warm_start_steps
+
+
+def kl_reward_penalty(learner_cfg: LearnerConfig) -> KLRewardPenalty | None:
+    """`learner.loss.kl_in=reward`: the KL to the reference subtracted from the rewards (with its controller)."""
+    loss = learner_cfg.loss
+    if loss.kl_in != "reward" or loss.kl_coef <= 0:
+        return None
+    return KLRewardPenalty(loss.kl_coef, loss.kl_estimator, loss.kl_clamp, loss.kl_target, loss.kl_horizon)
+
+
+def random_floor_player(cfg: DictConfig, settings: TrainerSettings) -> Floor | None:
+    """`trainer.eval_floor`: plays the random-admissible-action floor on the eval tasks (none for env=agent)."""
+    if not settings.trainer.eval_floor or cfg.env.name == "agent":
+        return None
+    from agentforge.evaluation.floor import random_floor
+
+    env_name, env_options = str(cfg.env.name), without_name(cfg.env)
+    episodes, seed = settings.trainer.eval_group_size, settings.seed
+    return lambda tasks: random_floor(env_name, env_options, tasks, settings.max_turns, episodes, seed)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def warn_about_the_objective(learner_cfg: Any) -> None:
+    """Combinations that run but train worse than the user probably expects, said once at start."""
+    spec = learner_cfg.objective_spec()
+    if spec.policy_loss == "gspo" and learner_cfg.old_logprobs == "engine" and max(spec.clip.eps_low,
+                                                                                   spec.clip.eps_high) < 0.01:
+        log.warning("learner.loss.policy_loss=gspo clips the turn ratio at 1 +- %.0e, far below an engine's "
+                    "log-prob mismatch (bf16 vLLM vs the learner: ~0.003 per token): with old_logprobs=engine it "
+                    "clipped 19-27 %% of the tokens on the first step of each update (docs/objectives.md); set "
+                    "learner.old_logprobs=recompute", max(spec.clip.eps_low, spec.clip.eps_high))
+    loss = learner_cfg.loss
+    if loss.agg_mode is not None and loss.policy_aggregation() != loss.aggregation():
+        log.warning("learner.loss.agg_mode=%s aggregates the KL and entropy terms only: %s's policy term is always "
+                    "%s (as verl)", loss.agg_mode, spec.policy_loss, loss.policy_aggregation())
+
+
+def eval_descriptor_names(env_name: str, algorithm: Any) -> list[str]:
+    """The descriptors whose diversity each eval reports: the env's built-ins plus the one the algorithm optimises."""
+    from agentforge.algorithms.descriptors import descriptors_for_env
+
+    names = descriptors_for_env(env_name)
+    optimised = getattr(getattr(algorithm, "descriptor", None), "name", None)
+    return names + [optimised] if optimised and optimised not in names else names

@@ -1,0 +1,67 @@
+"""What a `Trainer` is handed: its settings (its own config section, typed) and its parts, already built.
+
+Why: the training loop used to receive the whole composed config and build its engine, env pool, learner and task
+samplers itself, so the config travelled from the loop into every module. Now the command layer
+(`training/assembly.py`) reads the config once and builds the parts; the loop's signature says what it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentforge.schema.groups import TrainerSchema
+
+if TYPE_CHECKING:
+    from agentforge.engines.base import RolloutEngine
+    from agentforge.envs.pool import EnvPool
+    from agentforge.learner import Learner
+    from agentforge.reliability.checkpoint import CheckpointManager
+    from agentforge.rollout.workflow import RolloutContext
+    from agentforge.tracking.tracker import RunTracker
+    from agentforge.training.dynamic_sampling import DynamicSampling
+    from agentforge.training.kl_reward import KLRewardPenalty
+    from agentforge.training.warm_start import WarmStart
+    from agentforge.types import Task
+
+Floor = Callable[[list["Task"]], dict[str, list[bool]]]  # eval tasks -> per task, whether each random episode won
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The loop's own values: the `trainer` section (typed by its schema) and the few run-wide ones it reads."""
+
+    trainer: TrainerSchema
+    seed: int  # the run's seed: each iteration's rollout is seeded from (seed, iteration)
+    max_turns: int  # agent.max_turns, for the progress display
+    title: str  # "<algorithm> · <env> · <model>", for the plot
+    max_staleness: int = 0  # 0: synchronous; k >= 1: rollout up to k weight versions ahead (training/asynchronous.py)
+    engine_sleeps: bool = False  # colocated replicas / sleep mode give their memory to the learner during the update
+    push_from_learner_ranks: bool = False  # replicas take new weights from learner rank 0, not through the driver
+
+
+@dataclass
+class TrainerParts:
+    """The parts of one run, built by the command layer; the trainer drives them and closes them."""
+
+    run_dir: Path
+    resuming: bool  # run_dir holds the checkpoints to continue from
+    engine: RolloutEngine
+    pool: EnvPool
+    ctx: RolloutContext  # what training rollouts play with
+    eval_ctx: RolloutContext  # the same at the eval temperature
+    algorithm: Any
+    train_workflow: Any
+    eval_workflow: Any
+    eval_descriptors: list[str]  # whose diversity each eval reports
+    learner: Learner
+    sampler: Any  # the training task source (a TaskSampler, MixedTaskSampler or CurriculumSampler)
+    eval_tasks: list[Task]
+    checkpoints: CheckpointManager
+    tracker: RunTracker
+    dynamic_sampling: DynamicSampling
+    kl_penalty: KLRewardPenalty | None = None  # learner.loss.kl_in=reward
+    warm_start: WarmStart | None = None  # trainer.warm_start
+    floor: Floor | None = None  # the random-admissible-action floor (trainer.eval_floor), None where there is none
