@@ -135,7 +135,8 @@ SECTION_ROUTES = (
     "`agentforge train` reads the composed config once, in its command layer (`agentforge/training/assembly.py`: "
     "`build_trainer`, with the builders of `agentforge/builders.py`), checks it, and hands each part of the run only "
     "its own section, typed: the training loop, the engine, the env pool, the learner and the warm starts never see "
-    "the composed config. From Python: `build_trainer(compose_config([\"command=train\", \"recipe=...\"])).fit()`.",
+    "the composed config. From Python: "
+    "`build_trainer(compose_config([\"command=train\", \"recipe=...\"], run_dir=\"runs/mine\")).fit()`.",
     "",
     "| section | handed to | as |",
     "| --- | --- | --- |",
