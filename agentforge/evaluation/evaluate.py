@@ -12,24 +12,37 @@ gives the same numbers, and an eval with the trainer's eval settings reproduces 
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import contextlib
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentforge.builders import plain, prepare_run_dir
+from agentforge.algorithms import make_algorithm
+from agentforge.builders import (
+    build_engine,
+    build_model_spec,
+    build_pool,
+    build_rollout_context,
+    build_workflow,
+    plain,
+    prepare_run_dir,
+    without_name,
+)
 from agentforge.evaluation.checkpoint_source import (
     CheckpointSource,
     check_compatible,
+    load_checkpoint_weights,
     policy_weights,
     resolve_checkpoint,
     resolve_compare,
 )
-from agentforge.evaluation.evaluator import Evaluator, resolve_descriptors
+from agentforge.evaluation.evaluator import Evaluator, default_seed, resolve_descriptors
 from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
 from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import episode_outcomes
+from agentforge.tasks import held_out_tasks
 from agentforge.tracking.progress import console
 
 ALGORITHM_LABELS = {"grpo": "GRPO", "gigpo": "GiGPO", "tjpo": "TJPO"}
@@ -56,7 +69,6 @@ def policy_label(settings: EvalSettings, source: CheckpointSource | None, cfg: D
 def floor_rows(cfg: DictConfig, evaluator: Evaluator, settings: EvalSettings) -> list[dict[str, Any]]:
     """The random floor as a row (a uniformly random admissible action on the same tasks); none where the env lists
     no admissible actions."""
-    from agentforge.builders import without_name
     from agentforge.evaluation.floor import NoFloor, random_floor
 
     if cfg.env.name == "agent" or not cfg.trainer.get("eval_floor", True):
@@ -79,8 +91,6 @@ def compare_rows(cfg: DictConfig, evaluator: Evaluator, main: Any, source: Check
 
     if source is not None and source.kind == "checkpoint":
         check_compatible(source, evaluator.spec.path)
-    from agentforge.builders import build_model_spec
-
     base_model = build_model_spec(cfg).path  # the recipe's model (not a model dir given as checkpoint=)
     name = "base (as shipped)" if source is None else f"compare: {source.describe()}"
     console.print(f"[bold]compare[/]: {name} on the same {len(evaluator.tasks)} tasks and sampling seed")
@@ -88,6 +98,35 @@ def compare_rows(cfg: DictConfig, evaluator: Evaluator, main: Any, source: Check
     compared = evaluator.row(name, evaluator.sampling, descriptors)
     record = paired_verdict(name, main.name, episode_outcomes(compared.groups), episode_outcomes(main.groups))
     return record or {}, compared
+
+
+def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointSource | None) -> Evaluator:
+    """The evaluator's parts from the composed config (this command's layer): the model (the recipe's, a model dir
+    given as `checkpoint=`, or the recipe's with a checkpoint's weights pushed in), the held-out tasks, the engine,
+    the env pool and the algorithm's eval workflow. A start that fails part-way closes what it had started."""
+    spec = build_model_spec(cfg)
+    if source is not None and source.kind == "model":
+        spec = replace(spec, path=str(source.weights_dir), name=f"{spec.name}@{source.weights_dir}")
+    elif source is not None:
+        check_compatible(source, spec.path)
+    seed = default_seed(int(cfg.seed)) if settings.seed is None else int(settings.seed)
+    tasks = held_out_tasks(str(cfg.env.name), without_name(cfg.env), int(settings.num_tasks), settings.split,
+                           int(settings.seed_offset))
+    console.print(f"[bold]eval[/] {source.describe() if source else 'the recipe model as shipped'} · model "
+                  f"{spec.name} · engine {cfg.engine.name} · env {cfg.env.name} · {len(tasks)} tasks × "
+                  f"{settings.samples_per_task} at T={settings.temperature}")
+    with contextlib.ExitStack() as started:
+        engine = build_engine(cfg, spec)
+        started.callback(engine.close)
+        if source is not None and source.kind == "checkpoint":
+            engine.update_weights(load_checkpoint_weights(source, spec.path))
+        pool = build_pool(cfg)
+        started.callback(pool.close)
+        ctx = build_rollout_context(cfg, engine, pool)
+        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
+        evaluator = Evaluator(settings, spec, seed, tasks, engine, pool, ctx, workflow)
+        started.pop_all()  # from here the evaluator closes them
+    return evaluator
 
 
 def output_dir(cfg: DictConfig, settings: EvalSettings) -> Path:
@@ -110,7 +149,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
     comparing, compare_source = resolve_compare(cfg.get("compare"))
     prepare_run_dir(cfg)
     label = policy_label(settings, source, cfg)
-    evaluator = Evaluator(cfg, settings, source)
+    evaluator = build_evaluator(cfg, settings, source)
     try:
         rows = [evaluator.row(label, evaluator.sampling, descriptors)]
         for baseline in settings.baselines:
@@ -120,7 +159,8 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         if settings.interventions:
             from agentforge.evaluation.interventions import run_interventions
 
-            interventions, intervention_groups = run_interventions(evaluator, settings, label)
+            interventions, intervention_groups = run_interventions(
+                evaluator, settings, label, plain(cfg.env_pool), int(cfg.env.get("max_steps", 50)))
         comparison = None
         if comparing:
             comparison, compared = compare_rows(cfg, evaluator, rows[0], compare_source, descriptors)

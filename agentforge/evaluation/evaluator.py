@@ -7,24 +7,12 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from omegaconf import DictConfig
-
-from agentforge.algorithms import make_algorithm
-from agentforge.builders import (
-    build_engine,
-    build_model_spec,
-    build_pool,
-    build_rollout_context,
-    build_workflow,
-    without_name,
-)
-from agentforge.evaluation.checkpoint_source import CheckpointSource, check_compatible, load_checkpoint_weights
 from agentforge.evaluation.settings import EvalSettings
+from agentforge.models.loading import ModelSpec
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutContext, RolloutResult, RolloutStats
-from agentforge.tasks import held_out_tasks
-from agentforge.tracking.progress import console, rollout_progress
-from agentforge.types import Group, SamplingConfig
+from agentforge.tracking.progress import rollout_progress
+from agentforge.types import Group, SamplingConfig, Task
 
 
 @dataclass
@@ -54,11 +42,12 @@ def resolve_descriptors(setting: list[str] | str | None, env_name: str, optimise
     return names
 
 
-def default_seed(cfg: DictConfig) -> int:
-    """The trainer's eval seed, so `agentforge eval` with the trainer's eval settings samples what it sampled."""
+def default_seed(seed: int) -> int:
+    """The trainer's eval seed for a run `seed`, so `agentforge eval` with the trainer's eval settings samples what
+    it sampled."""
     from agentforge.tasks import iteration_seed
 
-    return iteration_seed(int(cfg.seed), 0, salt=1)
+    return iteration_seed(int(seed), 0, salt=1)
 
 
 def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str],
@@ -75,34 +64,13 @@ def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str]
 
 
 class Evaluator:
-    """Owns the engine and env pool of one evaluation; `row(...)` plays the eval tasks with one sampling config."""
+    """Plays the eval tasks on one engine and env pool, one row per sampling config (`row(...)`); built by
+    `evaluation.evaluate.build_evaluator` (the eval command's layer), it closes the engine and pool it is handed."""
 
-    def __init__(self, cfg: DictConfig, settings: EvalSettings, source: CheckpointSource | None) -> None:
-        self.cfg = cfg
-        self.settings = settings
-        spec = build_model_spec(cfg)
-        if source is not None and source.kind == "model":
-            spec = replace(spec, path=str(source.weights_dir), name=f"{spec.name}@{source.weights_dir}")
-        elif source is not None:
-            check_compatible(source, spec.path)
-        self.spec = spec
-        self.seed = default_seed(cfg) if settings.seed is None else int(settings.seed)
-        self.tasks = held_out_tasks(str(cfg.env.name), without_name(cfg.env), int(settings.num_tasks), settings.split,
-                                    int(settings.seed_offset))
-        console.print(f"[bold]eval[/] {source.describe() if source else 'the recipe model as shipped'} · model "
-                      f"{spec.name} · engine {cfg.engine.name} · env {cfg.env.name} · {len(self.tasks)} tasks × "
-                      f"{settings.samples_per_task} at T={settings.temperature}")
-        self.engine = build_engine(cfg, spec)
-        self.pool = None
-        try:
-            if source is not None and source.kind == "checkpoint":
-                self.engine.update_weights(load_checkpoint_weights(source, spec.path))
-            self.pool = build_pool(cfg)
-            self.ctx = build_rollout_context(cfg, self.engine, self.pool)
-            self.workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
-        except BaseException:
-            self.close()
-            raise
+    def __init__(self, settings: EvalSettings, spec: ModelSpec, seed: int, tasks: list[Task], engine: Any,
+                 pool: Any, ctx: RolloutContext, workflow: Any) -> None:
+        self.settings, self.spec, self.seed, self.tasks = settings, spec, seed, tasks
+        self.engine, self.pool, self.ctx, self.workflow = engine, pool, ctx, workflow
 
     @property
     def sampling(self) -> SamplingConfig:

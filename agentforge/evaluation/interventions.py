@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from agentforge import conf  # the packaged config groups (top-level conf/ in a checkout)
-from agentforge.builders import plain
 from agentforge.errors import ConfigError
 from agentforge.evaluation.evaluator import Evaluator
 from agentforge.evaluation.settings import EvalSettings
@@ -50,13 +49,13 @@ def intervention_env_options(condition: str, cases: str, max_steps: int) -> dict
     return {**defaults, "condition": condition, "cases": cases, "max_steps": max_steps}
 
 
-def intervention_pool(evaluator: Evaluator, condition: str, cases: str) -> Any:
+def intervention_pool(pool_section: dict[str, Any], condition: str, cases: str, max_steps: int) -> Any:
+    """An env pool like the run's (`env_pool`'s kind and options) over the intervention env in `condition`."""
     from agentforge.envs.pool import make_pool
 
-    pool_cfg = plain(evaluator.cfg.env_pool)
-    kind = pool_cfg.pop("kind")
-    options = intervention_env_options(condition, cases, int(evaluator.cfg.env.get("max_steps", 50)))
-    return make_pool(kind, INTERVENTION_ENV, options, **pool_cfg)
+    pool_options = dict(pool_section)
+    kind = pool_options.pop("kind")
+    return make_pool(kind, INTERVENTION_ENV, intervention_env_options(condition, cases, max_steps), **pool_options)
 
 
 def condition_summary(groups: list[Group], condition: str) -> dict[str, float]:
@@ -74,9 +73,10 @@ def condition_summary(groups: list[Group], condition: str) -> dict[str, float]:
     }
 
 
-def run_interventions(evaluator: Evaluator, settings: EvalSettings, label: str) -> tuple[dict[str, Any],
-                                                                                          dict[str, list[Group]]]:
-    """Play every case under each condition; returns the summary (eval.json's `interventions`) and the groups."""
+def run_interventions(evaluator: Evaluator, settings: EvalSettings, label: str, pool_section: dict[str, Any],
+                      max_steps: int) -> tuple[dict[str, Any], dict[str, list[Group]]]:
+    """Play every case under each condition (in pools like the run's, `pool_section`, with the recipe's step limit);
+    returns the summary (eval.json's `interventions`) and the groups."""
     from agentforge.envs.alfworld.intervention_cases import num_cases
     from agentforge.envs.alfworld.interventions import CONDITIONS
 
@@ -88,7 +88,7 @@ def run_interventions(evaluator: Evaluator, settings: EvalSettings, label: str) 
     per_condition: dict[str, dict[str, float]] = {}
     played: dict[str, list[Group]] = {}
     for condition in CONDITIONS:
-        pool = intervention_pool(evaluator, condition, cases)
+        pool = intervention_pool(pool_section, condition, cases, max_steps)
         try:
             ctx = evaluator.ctx.with_sampling(evaluator.sampling).with_pool(pool, template)
             groups = evaluator.play(ctx, tasks, samples, f"{label} · {condition}").groups

@@ -132,10 +132,11 @@ def reference_markdown() -> str:
 SECTION_ROUTES = (
     "## Where each section goes",
     "",
-    "`agentforge train` reads the composed config once, in its command layer (`agentforge/training/assembly.py`: "
-    "`build_trainer`, with the builders of `agentforge/builders.py`), checks it, and hands each part of the run only "
-    "its own section, typed: the training loop, the engine, the env pool, the learner and the warm starts never see "
-    "the composed config. From Python: "
+    "A command reads the composed config once, in its own layer (`agentforge train`: "
+    "`agentforge/training/assembly.py`, `build_trainer`; `agentforge eval`: `agentforge/evaluation/evaluate.py`, "
+    "`build_evaluator`; both with the builders of `agentforge/builders.py`), checks it, and hands each part of the "
+    "run only its own section, typed: the training loop, the evaluator, the engine, the env pool, the learner and "
+    "the warm starts never see the composed config. From Python: "
     "`build_trainer(compose_config([\"command=train\", \"recipe=...\"], run_dir=\"runs/mine\")).fit()`.",
     "",
     "| section | handed to | as |",
@@ -156,8 +157,9 @@ SECTION_ROUTES = (
     "and an `ExpertPlay` (env, agent) |",
     "| `logger` | `tracking/tracker.py` (`RunTracker`) | a mapping (and the whole resolved config, written to "
     "`config.yaml` and wandb as the run's record) |",
-    "| `eval`, `rollout` | `evaluation/` (`agentforge eval`: its `Evaluator` takes the composed config with "
-    "`EvalSettings`; `agentforge rollout`) | `EvalSettings`; the rollout section's values |",
+    "| `eval` | `evaluation/evaluator.py` (`Evaluator`, built by `build_evaluator`) | `EvalSettings`, with the model "
+    "spec, the held-out tasks, the engine, the pool and the eval workflow built from the sections above |",
+    "| `rollout` | `evaluation/rollout_command.py` (`agentforge rollout`: the command is its own layer) | its values |",
 )
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
