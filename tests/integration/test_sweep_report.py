@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -34,14 +35,19 @@ def run_cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedPr
 
 
 def tiny_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The λ sweep's multirun dir, trained on first use in this pytest session (about a minute)."""
-    sweep = tmp_path_factory.getbasetemp() / "tiny_tjpo_sweep"
-    if (sweep / "DONE").exists():
-        return sweep
-    done = run_cli("train", *TINY_TRAIN, *TRAINER, "--multirun", "algorithm.lambda=0,0.3",
-                   f"hydra.sweep.dir={sweep}", cwd=tmp_path_factory.getbasetemp())
-    assert done.returncode == 0, done.stderr[-4000:]
-    (sweep / "DONE").write_text("")
+    """The λ sweep's multirun dir, trained on first use in this pytest run (about a minute of CPU): under xdist in the
+    run's shared temp root, so the two files that read it share one sweep whichever workers they land on."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    sweep = root / "tiny_tjpo_sweep"
+    with open(root / "tiny_tjpo_sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits for the first one's sweep instead of training its own
+        if (sweep / "DONE").exists():
+            return sweep
+        done = run_cli("train", *TINY_TRAIN, *TRAINER, "--multirun", "algorithm.lambda=0,0.3",
+                       f"hydra.sweep.dir={sweep}", cwd=base)
+        assert done.returncode == 0, done.stderr[-4000:]
+        (sweep / "DONE").write_text("")
     return sweep
 
 
