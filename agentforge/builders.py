@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +21,15 @@ from agentforge.models.loading import ModelSpec, resolve_model
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.tasks import mix_weights
 from agentforge.types import SamplingConfig
+
+
+def close_quietly(close: Any) -> None:
+    """Closing what a failed start had started must not hide the error that stopped it (the command layers close
+    their parts this way when one fails to start)."""
+    try:
+        close()
+    except Exception as error:
+        logging.getLogger("agentforge.builders").warning("error while closing after a failed start: %s", error)
 
 
 def plain(node: Any) -> Any:

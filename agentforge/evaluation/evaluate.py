@@ -26,6 +26,7 @@ from agentforge.builders import (
     build_pool,
     build_rollout_context,
     build_workflow,
+    close_quietly,
     plain,
     prepare_run_dir,
     without_name,
@@ -117,11 +118,11 @@ def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointS
                   f"{settings.samples_per_task} at T={settings.temperature}")
     with contextlib.ExitStack() as started:
         engine = build_engine(cfg, spec)
-        started.callback(engine.close)
+        started.callback(close_quietly, engine.close)
         if source is not None and source.kind == "checkpoint":
             engine.update_weights(load_checkpoint_weights(source, spec.path))
         pool = build_pool(cfg)
-        started.callback(pool.close)
+        started.callback(close_quietly, pool.close)
         ctx = build_rollout_context(cfg, engine, pool)
         workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
         evaluator = Evaluator(settings, spec, seed, tasks, engine, pool, ctx, workflow)

@@ -25,6 +25,7 @@ from agentforge.builders import (
     build_pool,
     build_rollout_context,
     build_workflow,
+    close_quietly,
     plain,
     prepare_run_dir,
     without_name,
@@ -82,6 +83,8 @@ def build_trainer(cfg: DictConfig) -> Trainer:
     dynamic_sampling = DynamicSampling.from_config(cfg.trainer.get("dynamic_sampling"))
     check_memory_fit(spec.path, learner_cfg)
     warn_about_the_objective(learner_cfg)
+    settings = trainer_settings(cfg, f"{cfg.algorithm.name} · {cfg.env.name} · {spec.name}")
+    tcfg = settings.trainer
     console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {spec.name} · engine "
                   f"{cfg.engine.name} · run dir {run_dir}")
     with contextlib.ExitStack() as started:  # a start that fails part-way closes what it had started
@@ -95,8 +98,6 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         pool = build_pool(cfg)
         started.callback(close_quietly, pool.close)
         ctx = build_rollout_context(cfg, engine, pool)
-        settings = trainer_settings(cfg, f"{cfg.algorithm.name} · {cfg.env.name} · {spec.name}")
-        tcfg = settings.trainer
         eval_ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(tcfg.eval_temperature)))
         algorithm = make_algorithm(cfg.algorithm)
         train_workflow = build_workflow(cfg, algorithm, "train")  # refuses an algorithm env=agent cannot train
@@ -133,14 +134,6 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         trainer = Trainer(settings, parts)
         started.pop_all()  # from here the trainer closes them (Trainer.close)
     return trainer
-
-
-def close_quietly(close: Any) -> None:
-    """Closing after a failed start must not hide the error that stopped it."""
-    try:
-        close()
-    except Exception as error:
-        log.warning("error while closing after a failed start: %s", error)
 
 
 def trainer_settings(cfg: DictConfig, title: str) -> TrainerSettings:

@@ -26,6 +26,7 @@ from agentforge.learner import Learner
 from agentforge.rollout.workflow import ProgressCallback, RolloutContext, RolloutWorkflow
 from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console
+from agentforge.training.sft import epoch_steps, run_sft_epochs
 from agentforge.types import Trajectory
 
 SCORES = ("won", "return")
@@ -87,8 +88,6 @@ def rft_dataset(rft: Any, env_name: str, env_options: dict[str, Any], ctx: Rollo
 
 
 def rft_steps(rft: Any, kept: int) -> int:
-    from agentforge.training.sft import epoch_steps
-
     return epoch_steps(rft, kept)
 
 
@@ -99,8 +98,6 @@ def rft_step_budget(rft: Any) -> int:
 
 def run_rft_epochs(rft: Any, seed: int, learner: Learner, data: RFTData,
                    on_step: Callable[[int, dict[str, float]], None]) -> int:
-    from agentforge.training.sft import run_sft_epochs
-
     return run_sft_epochs(rft, seed, learner, data.kept, on_step)
 
 

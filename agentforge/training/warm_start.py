@@ -12,7 +12,8 @@ from typing import Any
 
 from agentforge.schema.groups import RFTSchema, SFTSchema
 from agentforge.tracking.progress import TrainProgress, console
-from agentforge.training.sft import ExpertPlay
+from agentforge.training.rft import rft_dataset, rft_step_budget, rft_steps, run_rft_epochs
+from agentforge.training.sft import ExpertPlay, epoch_steps, expert_dataset, run_sft_epochs
 
 WeightSync = Callable[[], float]
 
@@ -40,8 +41,6 @@ class WarmStart:
     def rejection(self, learner: Any, ctx: Any, sync_weights: WeightSync,
                   progress: TrainProgress | None = None) -> dict[str, float]:
         """RFT (T2PO's cold start): roll out the current policy, keep its best trajectories, one SFT epoch."""
-        from agentforge.training.rft import rft_dataset, rft_steps, run_rft_epochs
-
         if self.rollout_workflow is None:
             raise ValueError("an RFT warm start needs the rollout workflow to play the policy with")
         started = time.perf_counter()
@@ -60,8 +59,6 @@ class WarmStart:
     def expert(self, learner: Any, engine: Any, sync_weights: WeightSync,
                progress: TrainProgress | None = None) -> dict[str, float]:
         """SFT on expert trajectories with the same learner, then sync the engine."""
-        from agentforge.training.sft import epoch_steps, expert_dataset, run_sft_epochs
-
         data = expert_dataset(self.play, self.sft, engine.tokenizer)
         steps = epoch_steps(self.sft, len(data))
         console.print(f"[bold]warm start[/]: SFT on {len(data)} expert trajectories, {steps} steps")
@@ -75,9 +72,6 @@ class WarmStart:
 
 def step_budget(modes: list[str], sft: SFTSchema, rft: RFTSchema) -> int:
     """An upper bound on the warm starts' optimizer steps (the learner's LR schedule spans them and RL)."""
-    from agentforge.training.rft import rft_step_budget
-    from agentforge.training.sft import epoch_steps
-
     steps = 0
     if "expert" in modes:
         steps += epoch_steps(sft, int(sft.num_tasks))
