@@ -182,3 +182,26 @@ def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:
         raise ConfigError(f"algorithm {algorithm.name!r} cannot train an external agent (env=agent): {reason}; use "
                           "grpo, gigpo, tjpo or t2po")
     return GatewayWorkflow(without_name(cfg.env), algorithm.rollout_hooks(purpose), int(cfg.engine.max_model_len))
+
+
+def build_held_out(cfg: DictConfig, wanted: dict[str, int], seed_offsets: dict[str, int] | None = None) -> Any:
+    """The run's held-out splits by content (agentforge/held_out.py): test, then eval, each at least
+    `held_out.reserve` distinct tasks (more where `wanted` asks), printed as requested vs distinct; and the keyer,
+    which the caller closes. For `env=mix`, each member has its own sets."""
+    from agentforge.envs.task_keys import reserve_held_out
+    from agentforge.tracking.progress import console
+
+    held_out, keyer = reserve_held_out(str(cfg.env.name), without_name(cfg.env), int(cfg.held_out.reserve), wanted,
+                                       seed_offsets)
+    for line in held_out.describe():
+        console.print(f"[yellow]{line}" if line == held_out.note else f"[dim]{line}", highlight=False)
+    return held_out, keyer
+
+
+def build_training_streams(cfg: DictConfig, held_out: Any, keyer: Any) -> Any:
+    """Every training stream of the run (RL tasks, curriculum, SFT and RFT warm starts) starts where the run seed
+    says and skips the reserved held-out content (agentforge/held_out.py)."""
+    from agentforge.envs.task_keys import digest
+    from agentforge.held_out import TrainingFilter, TrainingStreams
+
+    return TrainingStreams(int(cfg.seed), TrainingFilter(keyer.key, digest, held_out.reserved()))

@@ -60,6 +60,7 @@ examples:
   agentforge view runs/train/<time>                 (writes runs/train/<time>/trajectories.html)
   agentforge launch slurm recipe=tjpo_alfworld nodes=2 cpus_per_node=16 time=12:00:00 --dry-run
   agentforge eval recipe=tjpo_alfworld checkpoint=runs/train/<time> eval.baselines=[pp,rp]
+  agentforge eval recipe=sokoban_demo checkpoint=runs/train/<time> split=test   (the claim's held-out tasks)
   agentforge eval recipe=tjpo_sokoban checkpoint=null eval.num_tasks=16     (the model as shipped)
   agentforge export runs/train/<time> dtype=bf16    (writes runs/train/<time>/export/iter_<N>)
   agentforge serve runs/train/<time>/export/iter_<N> port=8000
@@ -209,6 +210,19 @@ def preload_tcmalloc(args: list[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "agentforge.cli", *args], env)
 
 
+SHORTHANDS = {"eval": {"split": "eval.split"}}  # `agentforge eval split=test` = `eval.split=test`
+
+
+def command_shorthands(command: str, overrides: list[str]) -> list[str]:
+    """A command's short keys spelled in full (`agentforge eval split=test` -> `eval.split=test`)."""
+    short = SHORTHANDS.get(command, {})
+    out = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        out.append(f"{short[key]}={value}" if sep and key in short else override)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     # vLLM's CPU engine drops to one thread unless OMP_NUM_THREADS is set before torch starts: use every core.
     os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
@@ -263,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if contradicting:
             raise ConfigError(f"`{contradicting[0]}` contradicts the command `agentforge {command}`: the command "
                               "word sets it; drop the override")
+        overrides = command_shorthands(command, overrides)
         overrides, recipe_files = recipe_file_override(overrides)
         register_recipes(recipe_files)
         if not any(f in ("--help", "-h", "--hydra-help", "--info", "-i") for f in flags):

@@ -1,9 +1,16 @@
-"""Task sampling: which env seeds a rollout plays. Train and eval seeds come from disjoint ranges."""
+"""Task sampling: which env seeds a rollout plays.
+
+Seeds of the three splits come from disjoint ranges, but a seed range says nothing about content (two seeds can make
+the same room): held-out sets are de-duplicated by content and training streams skip held-out content
+(`agentforge.held_out`, through a sampler's `admit`). A run's seed moves its training streams
+(`TRAIN_STREAM_STRIDE`), so training runs of different seeds train on different tasks, not only with different
+sampling.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +18,9 @@ from agentforge.errors import ConfigError
 from agentforge.types import Task
 
 SPLIT_SEED_BASE = {"train": 0, "eval": 1_000_000, "test": 2_000_000}
+TRAIN_STREAM_STRIDE = 10_007  # run seed s starts each training stream s x this many seeds further on
+Admit = Callable[[Task], bool]  # False: skip this task (held-out content); the stream moves on past it
+Options = tuple[tuple[str, Any], ...]
 MIX = "mix"  # the env that plays several member envs in one run (agentforge/envs/mix.py)
 WEIGHT = "weight"
 DEFAULT_MEMBERS = {"sokoban": {WEIGHT: 1.0}, "search_qa": {WEIGHT: 1.0}}  # two cheap built-ins (`envs: null`)
@@ -22,23 +32,37 @@ def iteration_seed(run_seed: int, iteration: int, salt: int = 0) -> int:
     return (run_seed * 1_000_003 + iteration * 7_919 + salt) % 2**31
 
 
+def stream_start(split: str, seed_offset: int, stream: int) -> int:
+    """The first seed of a stream: the split's base, the configured offset, and (training) the run seed's shift."""
+    return SPLIT_SEED_BASE[split] + seed_offset + stream * TRAIN_STREAM_STRIDE
+
+
 @dataclass
 class TaskSampler:
-    """Hands out tasks with consecutive seeds of a split; its position is part of a checkpoint."""
+    """Hands out tasks with consecutive seeds of a split, skipping those `admit` refuses; its position (seeds drawn,
+    skipped ones included) is part of a checkpoint."""
 
     env: str
     split: str = "train"
     seed_offset: int = 0
     position: int = 0
+    stream: int = 0  # the run seed (training streams): which stretch of the split's seeds this run trains on
+    admit: Admit | None = None
 
     def __post_init__(self) -> None:
         if self.split not in SPLIT_SEED_BASE:
             raise ConfigError(f"unknown split {self.split!r}; valid splits: {', '.join(SPLIT_SEED_BASE)}")
 
-    def sample(self, count: int) -> list[Task]:
-        base = SPLIT_SEED_BASE[self.split] + self.seed_offset + self.position
-        self.position += count
-        return [Task(env=self.env, seed=base + i, split=self.split) for i in range(count)]
+    def sample(self, count: int, options: Options = ()) -> list[Task]:
+        """`count` tasks (each carrying `options`, a curriculum's level) of the admitted ones, in seed order."""
+        out: list[Task] = []
+        while len(out) < count:
+            seed = stream_start(self.split, self.seed_offset, self.stream) + self.position
+            self.position += 1
+            task = Task(env=self.env, seed=seed, split=self.split, options=options)
+            if self.admit is None or self.admit(task):
+                out.append(task)
+        return out
 
     def state_dict(self) -> dict[str, int]:
         return {"position": self.position}
@@ -60,6 +84,8 @@ class MixedTaskSampler:
     seed_offset: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     credit: dict[str, float] = field(default_factory=dict)
+    stream: int = 0
+    admit: Admit | None = None
 
     def __post_init__(self) -> None:
         if self.split not in SPLIT_SEED_BASE:
@@ -82,13 +108,17 @@ class MixedTaskSampler:
         self.credit[env] -= total
         return env
 
-    def sample(self, count: int) -> list[Task]:
-        out = []
+    def sample(self, count: int, options: Options = ()) -> list[Task]:
+        out: list[Task] = []
         for _ in range(count):
             env = self.next_env()
-            seed = SPLIT_SEED_BASE[self.split] + self.seed_offset + self.counts[env]
-            self.counts[env] += 1
-            out.append(Task(env=env, seed=seed, split=self.split))
+            while True:  # this env's turn: its next admitted task
+                seed = stream_start(self.split, self.seed_offset, self.stream) + self.counts[env]
+                self.counts[env] += 1
+                task = Task(env=env, seed=seed, split=self.split, options=options)
+                if self.admit is None or self.admit(task):
+                    out.append(task)
+                    break
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -110,21 +140,20 @@ def mix_weights(env_name: str, env_options: dict[str, Any] | None) -> dict[str, 
 
 
 def task_sampler(env_name: str, env_options: dict[str, Any] | None, split: str = "train",
-                 seed_offset: int = 0) -> TaskSampler | MixedTaskSampler:
-    """The sampler of a run's training tasks: by weight over the members of `env=mix`, else one env's seeds."""
+                 seed_offset: int = 0, stream: int = 0, admit: Admit | None = None) -> TaskSampler | MixedTaskSampler:
+    """The sampler of a run's training tasks: by weight over the members of `env=mix`, else one env's seeds;
+    `stream` (the run seed) moves it along the split, `admit` keeps held-out content out."""
     weights = mix_weights(env_name, env_options)
     if weights is None:
-        return TaskSampler(env_name, split, seed_offset)
-    return MixedTaskSampler(weights, split, seed_offset)
+        return TaskSampler(env_name, split, seed_offset, stream=stream, admit=admit)
+    return MixedTaskSampler(weights, split, seed_offset, stream=stream, admit=admit)
 
 
-def held_out_tasks(env_name: str, env_options: dict[str, Any] | None, count: int, split: str = "eval",
-                   seed_offset: int = 0) -> list[Task]:
-    """Held-out tasks: `count` of the env's split; for `env=mix`, `count` of each member's (every member gets its
-    own eval, reported as `eval/<env>/...`)."""
+def task_envs(env_name: str, env_options: dict[str, Any] | None) -> list[str]:
+    """The envs whose tasks a run plays: the members of `env=mix` (each gets its own held-out sets and evals,
+    reported as `eval/<env>/...`), else the env itself."""
     weights = mix_weights(env_name, env_options)
-    names = list(weights) if weights is not None else [env_name]
-    return [task for name in names for task in TaskSampler(name, split, seed_offset).sample(count)]
+    return list(weights) if weights is not None else [env_name]
 
 
 def mix_members(envs: Any) -> dict[str, tuple[float, dict[str, Any]]]:

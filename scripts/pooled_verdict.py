@@ -1,16 +1,22 @@
-"""One paired verdict over several training seeds: each run's per-task eval outcomes (summary.json `eval_outcomes`),
-pooled task by task, then compared between two of its evals with agentforge.stats.paired_difference,
-or, with `--against`, between two sets of runs (two methods trained with the same seeds, same held-out tasks).
+"""Verdicts over several training seeds from each run's per-task eval outcomes (summary.json `eval_outcomes`):
+between two evals of each run, or, with `--against`, between two sets of runs (two methods or settings trained with
+the same seeds, same held-out tasks).
 
     python scripts/pooled_verdict.py RUN [RUN ...] [--before 0] [--after last] [--out verdict.json]
-    python scripts/pooled_verdict.py GIGPO_S0 GIGPO_S1 --against GRPO_S0 GRPO_S1 [--after last]
+    python scripts/pooled_verdict.py GIGPO_S0 GIGPO_S1 GIGPO_S2 --against GRPO_S0 GRPO_S1 GRPO_S2 [--after last]
 
-Why pool this way: the runs play the same held-out tasks, so a task's outcomes across seeds are its episodes; the
-task stays the unit (paired task bootstrap), and a seed that happened to look good on an easy subset cannot carry
-the result alone. `--before` / `--after` name evals as summary.json keys them: `base` (the model as given), `0`
-(after the warm start), an iteration number, or `last` (each run's final eval). With `--against`, run i is paired
-with against-run i (same seed: list them in the same order) and each side's `--after` eval is compared: the
-difference is RUNs minus AGAINST. Prints each pair's own verdict and the pooled one, and writes them as JSON.
+`--before` / `--after` name evals as summary.json keys them: `base` (the model as given), `0` (after the warm
+start), an iteration number, or `last` (each run's final eval). With `--against`, run i is paired with against-run i
+(same seed: list them in the same order) and each side's `--after` eval is compared: the difference is RUNs minus
+AGAINST. Prints each pair's own verdict (paired task by task, agentforge.stats.paired_difference) and the verdict
+over seeds, and writes them as JSON.
+
+Over seeds (agentforge.stats.seed_difference): each seed's difference, then their mean, with an interval that
+includes run-to-run variance and no verdict with fewer than 3 seeds. A method against another is a claim about
+training, and two runs of one method differ by more than their eval noise, so this is the only verdict `--against`
+gives (pooling the seeds' outcomes per task left run-to-run variance out: "beyond noise" that flipped sign between
+iterations). Between two evals of each run (no `--against`), the gain is also pooled task by task (a task's runs as
+its episodes, paired task bootstrap): the eval noise of the gain these runs made, not a claim about another run.
 """
 
 from __future__ import annotations
@@ -19,17 +25,17 @@ import argparse
 import json
 from pathlib import Path
 
-from agentforge.stats import paired_difference
+from agentforge.evaluation.run_outcomes import run_outcomes
+from agentforge.stats import paired_difference, seed_difference
 
 Outcomes = dict[str, list[bool]]
 
 
+SPLIT = {"name": "test"}  # --split: the held-out split read (test: claims; eval: choosing settings)
+
+
 def outcomes(run: Path) -> dict[str, Outcomes]:
-    summary = json.loads((run / "summary.json").read_text())
-    found = summary.get("eval_outcomes") or {}
-    if not found:
-        raise SystemExit(f"{run}/summary.json has no eval_outcomes: a run from before the paired evals; rerun it")
-    return found
+    return run_outcomes(run, SPLIT["name"])
 
 
 def pick(evals: dict[str, Outcomes], key: str, run: Path) -> Outcomes:
@@ -68,12 +74,15 @@ def main() -> None:
     parser.add_argument("--after", default="last")
     parser.add_argument("--against", nargs="+", type=Path, default=None,
                         help="runs of the method compared with (same seeds, same order): RUNs minus these")
+    parser.add_argument("--split", default="test", choices=("test", "eval"),
+                        help="the held-out split: test (claims; default) or eval")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    SPLIT["name"] = args.split
 
     pooled_before: Outcomes = {}
     pooled_after: Outcomes = {}
-    per_run = {}
+    per_run, befores, afters = {}, [], []
     for run, label, before, after in pairs_of(args):
         verdict = paired_difference(before, after)
         per_run[str(run)] = verdict.to_json()
@@ -81,11 +90,18 @@ def main() -> None:
         shared = set(before) & set(after)
         pool(pooled_before, before, shared)
         pool(pooled_after, after, shared)
-    pooled = paired_difference(pooled_before, pooled_after)
+        befores.append(before)
+        afters.append(after)
     what = (f"{', '.join(map(str, args.against))} → {', '.join(map(str, args.runs))} (eval {args.after})"
             if args.against else f"{args.before} → {args.after}")
-    print(f"pooled over {len(args.runs)} runs: {what}: {pooled.describe()}")
-    report = {"before": args.before, "after": args.after, "runs": per_run, "pooled": pooled.to_json(),
+    pooled = None
+    if not args.against:
+        pooled = paired_difference(pooled_before, pooled_after)
+        print(f"pooled over {len(args.runs)} runs task by task (eval noise only): {what}: {pooled.describe()}")
+    over_seeds = seed_difference(befores, afters)
+    print(f"over {over_seeds.seeds} training seeds: {what}: {over_seeds.describe()}")
+    report = {"before": args.before, "after": args.after, "runs": per_run,
+              "pooled": pooled.to_json() if pooled else None, "over_seeds": over_seeds.to_json(),
               "against": [str(p) for p in args.against] if args.against else None}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

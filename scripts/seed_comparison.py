@@ -3,6 +3,12 @@ each variant and seed, their held-out evals with 95 % Wilson intervals, pooling 
 plot with its error bars.
 
 Imported as a sibling module: a script run as `python scripts/<name>.py` has scripts/ first on sys.path.
+
+What the pooled intervals say: how precisely each variant's success over all its seeds' episodes is measured (eval
+noise only: the seeds' episodes count as one sample). They are no verdict between variants: two training runs of
+one variant differ by more than that, so a variant against another needs the seed as the unit (per-task outcomes
+through scripts/compare_methods.py or scripts/pooled_verdict.py --against: agentforge.stats.seed_difference, no
+verdict under 3 seeds). Overlapping or not, these bars decide nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def fmt(rate: float, n: int) -> str:
 
 
 def pooled_rate(values: list[tuple[float, int]]) -> tuple[float, int]:
-    """Seeds' evals of one iteration as one: the success over all their episodes, and how many."""
+    """Seeds' evals of one iteration as one: the success over all their episodes, and how many (a rate to show,
+    not to compare variants with: see the module docstring)."""
     n = sum(e for _, e in values)
     return (sum(r * e for r, e in values) / n if n else float("nan")), n
 

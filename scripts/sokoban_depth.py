@@ -20,21 +20,12 @@ from omegaconf import OmegaConf
 
 from agentforge.envs.sokoban import SokobanEnv
 from agentforge.envs.sokoban_solver import solve
+from agentforge.evaluation.run_outcomes import run_outcomes
 from agentforge.stats import paired_difference, wilson_interval
 from agentforge.types import Task
 
 ENV_KEYS = ("dim_room", "num_boxes", "max_steps", "num_gen_steps", "p_change_directions")
 BUCKETS = ("1 move", "2 moves", "3+ moves", "unsolved by BFS")
-
-
-def eval_outcomes(run: Path) -> dict[str, dict[str, list[bool]]]:
-    summary = run / "summary.json"
-    if summary.is_file() and json.loads(summary.read_text()).get("eval_outcomes"):
-        return json.loads(summary.read_text())["eval_outcomes"]
-    states = sorted(run.glob("checkpoints/iter_*/trainer_state.json"))
-    if not states:
-        raise SystemExit(f"{run}: no summary.json with eval_outcomes and no checkpoint")
-    return json.loads(states[-1].read_text())["eval_outcomes"]
 
 
 def room_depths(run: Path, keys: list[str]) -> dict[str, str]:
@@ -55,9 +46,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--evals", default=None, help="comma-separated evals (e.g. base,0,20); default: 0 and last")
+    parser.add_argument("--split", default="test", choices=("test", "eval"),
+                        help="the held-out split: test (claims; default) or eval")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    per_run = {run: eval_outcomes(run) for run in args.runs}
+    per_run = {run: run_outcomes(run, args.split) for run in args.runs}
     common = [k for k in next(iter(per_run.values())) if all(k in e for e in per_run.values())]
     names = args.evals.split(",") if args.evals else ["0", common[-1]]
     depths: dict[str, str] = {}

@@ -284,7 +284,8 @@ class SokobanEnv:
         'dim_room': 'room size [height, width]',
         'num_boxes': 'boxes (and targets)',
         'max_steps': 'env steps before the episode ends unpaid',
-        'num_gen_steps': "reverse-play steps generating a room (null: gym-sokoban's 1.7 x (h + w)); fewer: easier",
+        'num_gen_steps': "the generator's topology walk length, which carves the room's floor (null: gym-sokoban's "
+                         "1.7 x (h + w)); fewer: smaller rooms, easier (and fewer distinct ones)",
         'p_change_directions': "the generator's probability of changing direction while reverse-playing",
         'show_positions': "add a line of the player's, boxes' and targets' coordinates under the grid",
         'grid_style': "compact (`#_P_##`, gym-sokoban's text) | spaced (`# _ P _ # #`: one token per cell for "
@@ -325,6 +326,12 @@ class SokobanEnv:
     def reset(self, task: Task) -> Observation:
         state = generate_state(task.seed, self.dim_room, self.num_boxes, self.num_gen_steps, self.p_change_directions)
         return self._start(state)
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the room as first shown, walls, targets, boxes and
+        player, whatever seed or generation settings carved it (two seeds often carve the same small room)."""
+        state = generate_state(task.seed, self.dim_room, self.num_boxes, self.num_gen_steps, self.p_change_directions)
+        return "sokoban:" + render_grid(state, "compact").replace("\n", "/")
 
     def reset_from_grid(self, grid: str) -> Observation:
         """Start an episode on a hand-written level (tests, curricula), e.g. the anchor of an earlier observation."""

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
     build_engine,
+    build_held_out,
     build_model_spec,
     build_pool,
     build_rollout_context,
@@ -43,7 +44,6 @@ from agentforge.evaluation.evaluator import Evaluator, default_seed, resolve_des
 from agentforge.evaluation.settings import BASELINES, EvalSettings, baseline_sampling
 from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import episode_outcomes
-from agentforge.tasks import held_out_tasks
 from agentforge.tracking.progress import console
 
 ALGORITHM_LABELS = {"grpo": "GRPO", "gigpo": "GiGPO", "tjpo": "TJPO"}
@@ -101,6 +101,50 @@ def compare_rows(cfg: DictConfig, evaluator: Evaluator, main: Any, source: Check
     return record or {}, compared
 
 
+def eval_tasks(cfg: DictConfig, settings: EvalSettings) -> tuple[Any, list[Any]]:
+    """The eval's tasks: the first `eval.num_tasks` of the reserved held-out split (distinct by content), or, for
+    `eval.split=train`, the training tasks a run of this seed draws from `eval.seed_offset` on, held-out content
+    skipped as the run skipped it (replaying a training rollout: not held out, said so)."""
+    held_out, keyer = build_held_out(cfg, {settings.split: int(settings.num_tasks)} if settings.split != "train"
+                                     else {}, {settings.split: int(settings.seed_offset)})
+    try:
+        if settings.split != "train":
+            return held_out, held_out.tasks(settings.split, int(settings.num_tasks))
+        from agentforge.builders import build_training_streams
+        from agentforge.tasks import task_sampler
+
+        console.print("[yellow]eval.split=train: training tasks, not held-out ones (a replay, not a measurement)")
+        streams = build_training_streams(cfg, held_out, keyer)
+        sampler = task_sampler(str(cfg.env.name), without_name(cfg.env), "train", int(settings.seed_offset),
+                               streams.stream, streams.admit)
+        return held_out, sampler.sample(int(settings.num_tasks))
+    finally:
+        keyer.close()
+
+
+def held_out_overlap(evaluator: Evaluator, split: str, source: CheckpointSource | None) -> dict[str, Any]:
+    """How the eval's tasks were found (distinct by content) and how many of them the checkpoint's run trained on,
+    measured from the record its run wrote (agentforge/held_out.py; None where there is no record)."""
+    from agentforge.held_out import RECORD_FILE, earlier_training, overlap
+
+    held_out = evaluator.held_out
+    if split == "train":
+        return {"held_out": None, "trained_on": None}
+    trained: set[str] | None = None
+    if source is not None and source.run_dir is not None and (source.run_dir / RECORD_FILE).is_file():
+        trained = earlier_training(str(source.run_dir))
+    elif source is not None and source.kind == "model":
+        trained = earlier_training(str(source.weights_dir))
+    measured = None if trained is None else overlap(trained, held_out.digests(evaluator.tasks))
+    if measured is not None:
+        console.print(f"held-out {split}: {len(evaluator.tasks)} tasks, {measured} of them trained on by the "
+                      "checkpoint's run (measured)", highlight=False)
+    elif source is not None:
+        console.print(f"[yellow]held-out {split}: the checkpoint's run left no task record ({RECORD_FILE}): the "
+                      "overlap with its training tasks is not known", highlight=False)
+    return {"held_out": held_out.to_json(), "trained_on": measured}
+
+
 def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointSource | None) -> Evaluator:
     """The evaluator's parts from the composed config (this command's layer): the model (the recipe's, a model dir
     given as `checkpoint=`, or the recipe's with a checkpoint's weights pushed in), the held-out tasks, the engine,
@@ -111,8 +155,7 @@ def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointS
     elif source is not None:
         check_compatible(source, spec.path)
     seed = default_seed(int(cfg.seed)) if settings.seed is None else int(settings.seed)
-    tasks = held_out_tasks(str(cfg.env.name), without_name(cfg.env), int(settings.num_tasks), settings.split,
-                           int(settings.seed_offset))
+    held_out, tasks = eval_tasks(cfg, settings)
     console.print(f"[bold]eval[/] {source.describe() if source else 'the recipe model as shipped'} · model "
                   f"{spec.name} · engine {cfg.engine.name} · env {cfg.env.name} · {len(tasks)} tasks × "
                   f"{settings.samples_per_task} at T={settings.temperature}")
@@ -125,7 +168,7 @@ def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointS
         started.callback(close_quietly, pool.close)
         ctx = build_rollout_context(cfg, engine, pool)
         workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
-        evaluator = Evaluator(settings, spec, seed, tasks, engine, pool, ctx, workflow)
+        evaluator = Evaluator(settings, spec, seed, tasks, engine, pool, ctx, workflow, held_out)
         started.pop_all()  # from here the evaluator closes them
     return evaluator
 
@@ -173,7 +216,7 @@ def run_eval(cfg: DictConfig) -> dict[str, Any]:
         "model": evaluator.spec.path,
         "env": str(cfg.env.name),
         "tasks": {"split": settings.split, "num_tasks": len(evaluator.tasks), "first_seed": evaluator.tasks[0].seed,
-                  "last_seed": evaluator.tasks[-1].seed},
+                  "last_seed": evaluator.tasks[-1].seed, **held_out_overlap(evaluator, settings.split, source)},
         "samples_per_task": int(settings.samples_per_task),
         "temperature": float(settings.temperature),
         "engine_seed": evaluator.seed,

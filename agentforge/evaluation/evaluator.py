@@ -68,9 +68,10 @@ class Evaluator:
     `evaluation.evaluate.build_evaluator` (the eval command's layer), it closes the engine and pool it is handed."""
 
     def __init__(self, settings: EvalSettings, spec: ModelSpec, seed: int, tasks: list[Task], engine: Any,
-                 pool: Any, ctx: RolloutContext, workflow: Any) -> None:
+                 pool: Any, ctx: RolloutContext, workflow: Any, held_out: Any = None) -> None:
         self.settings, self.spec, self.seed, self.tasks = settings, spec, seed, tasks
         self.engine, self.pool, self.ctx, self.workflow = engine, pool, ctx, workflow
+        self.held_out = held_out  # the reserved held-out sets the tasks come from (agentforge/held_out.py)
 
     @property
     def sampling(self) -> SamplingConfig:

@@ -60,7 +60,8 @@ class EvalSettings:
         if float(self.temperature) < 0:
             raise ConfigError(f"eval.temperature={self.temperature} must be >= 0")
         if self.split not in SPLIT_SEED_BASE:
-            raise ConfigError(f"eval.split={self.split!r} is unknown; valid splits: {', '.join(SPLIT_SEED_BASE)}")
+            raise ConfigError(f"eval.split={self.split!r} is unknown; valid splits: eval (choosing settings), test "
+                              "(claims), train (replaying training tasks: not held out)")
         bad = [b for b in self.baselines if b not in BASELINES]
         if bad:
             raise ConfigError(f"unknown eval baseline(s) {bad}; valid baselines: {', '.join(BASELINES)} (pp: presence "

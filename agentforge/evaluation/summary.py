@@ -3,10 +3,12 @@
 Why intervals: an eval of n episodes measures a rate only to about ±1/√n (16 episodes: ±25 points), so a change
 between two evals means something only when it is larger than their noise. Rates get Wilson score intervals
 (well-behaved at 0 and 1, unlike ±2σ). Two evals of one run play the same held-out tasks with the same sampling
-seeds, so the verdict between them is *paired* (agentforge/stats.py: exact McNemar with one episode per
-task, a task bootstrap with several): the difference in success with its own 95 % interval, beyond noise when
-that interval excludes zero. The floor row (a uniformly random admissible action on the same tasks) says how much
-of a rate is the task being easy.
+seeds, so the success verdict between them is *paired* (agentforge/stats.py): with one episode per task, the exact
+McNemar test decides (beyond noise when p < 0.05) and the difference gets Tango's score interval for paired
+proportions; with several, a paired bootstrap over tasks, beyond noise when its 95 % interval excludes zero. The
+valid-format change is *not* paired (a turn of one eval has no partner turn in the other): it compares the Wilson
+intervals of two independent rates. The floor row (a uniformly random admissible action on the same tasks) says how
+much of a rate is the task being easy.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ EXPLANATION = (
     "<think>…</think><action>…</action> with an admissible action. Success can be non-zero while no turn is valid: "
     "the relaxed parser still executes a move it finds in free text (and the turn is penalised as invalid). "
     "[a, b]: 95 % interval (Wilson) over the eval's episodes or turns. random floor: a uniformly random "
-    "admissible action on the same tasks. The verdicts below compare two rows paired task by task (same tasks, "
-    "same sampling seeds): beyond noise when the difference's 95 % interval excludes zero."
+    "admissible action on the same tasks. The success verdicts below compare two rows paired task by task (same "
+    "tasks, same sampling seeds): one episode per task, the exact McNemar test decides (p < 0.05) and the interval "
+    "is Tango's score interval; several episodes per task, a paired task bootstrap, beyond noise when its 95 % "
+    "interval excludes zero. The valid-format change is unpaired: the Wilson intervals of two independent rates, "
+    "beyond noise when they do not overlap."
 )
 
 
@@ -57,13 +62,14 @@ def floor_row(outcomes: Mapping[str, Sequence[bool]]) -> dict[str, Any]:
 
 
 def beyond_noise(first: dict[str, Any], last: dict[str, Any], key: str) -> bool:
-    """True when the two rows' 95 % intervals for `key` do not overlap."""
+    """True when the two rows' 95 % Wilson intervals for `key` do not overlap: an unpaired comparison of two
+    independent rates (conservative; used where no pairing exists, e.g. valid-format turns)."""
     (a_lo, a_hi), (b_lo, b_hi) = first[f"{key}_interval"], last[f"{key}_interval"]
     return a_hi < b_lo or b_hi < a_lo
 
 
-def summary_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="held-out eval", caption=escape(EXPLANATION), caption_justify="left")
+def summary_table(rows: list[dict[str, Any]], title: str = "held-out eval", explain: bool = True) -> Table:
+    table = Table(title=title, caption=escape(EXPLANATION) if explain else None, caption_justify="left")
     for column in ("", "episodes", "success [95 %]", "valid format [95 %]", "mean return"):
         table.add_column(column, justify="left" if not column else "right")
     for row in rows:
@@ -79,11 +85,12 @@ def summary_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def verdict(first: dict[str, Any], last: dict[str, Any]) -> str:
-    """Valid-format turns between two rows, beyond noise when their Wilson intervals do not overlap (turns of one
-    episode are not paired across evals; success gets the paired verdict instead)."""
+    """Valid-format turns between two rows, unpaired: the Wilson intervals of two independent rates, beyond noise
+    when they do not overlap. Why not paired: the two evals play different turns (a turn has no partner turn in the
+    other eval); success, matched task by task, gets the paired verdict instead (paired_verdict)."""
     change = "changed beyond noise" if beyond_noise(first, last, "valid_format") else "changed within noise"
     return (f"{first['name']} → {last['name']}: valid-format turns {first['valid_format']:.1%} → "
-            f"{last['valid_format']:.1%}: {change}")
+            f"{last['valid_format']:.1%}: {change} (unpaired: Wilson intervals of the two rates)")
 
 
 def paired_verdict(before_name: str, after_name: str, before: Mapping[str, Sequence[bool]],

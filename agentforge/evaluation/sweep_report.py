@@ -10,8 +10,12 @@ it never stops the report.
 `--baseline <job | key=value[,key=value]>` names the row every other job is compared with, paired task by task on
 the final eval's per-task outcomes (summary.json's `eval_outcomes`: the same held-out tasks and sampling seeds in
 every job of a sweep): the difference in success with its 95 % interval (agentforge/stats.py), matched
-seed by seed when the baseline has a job per seed. The random floor (summary.json's "random floor" row) is drawn
-on the plot.
+seed by seed when the baseline has a job per seed. That cell compares two training runs, one seed each: its interval
+is eval noise only, and a mark there says these two runs differ, not that the setting does (two runs of one setting
+differ by more than their eval noise). Where a setting (the swept overrides but the seed) has jobs of several seeds
+matched with the baseline's, the report adds the comparison over training seeds (agentforge.stats.seed_difference:
+an interval with run-to-run variance, no verdict under 3 seeds): the only place it judges a setting. The random floor
+(summary.json's "random floor" row) is drawn on the plot.
 """
 
 from __future__ import annotations
@@ -272,9 +276,11 @@ class SweepReport:
     y2_key: str | None
 
     baseline: str | None = None
+    settings: list[dict[str, Any]] = field(default_factory=list)  # settings vs the baseline over training seeds
 
     def header(self) -> list[str]:
-        versus = [f"Δ success vs {self.baseline} [95 %, paired]"] if self.baseline else []
+        versus = [f"Δ success vs {self.baseline} [95 %, paired; one run per side: eval noise only]"] \
+            if self.baseline else []
         return ["job", *self.swept, "status", "eval iter", *(metric_header(k) for k in self.metrics), *versus]
 
     def rows(self) -> list[list[str]]:
@@ -295,14 +301,25 @@ class SweepReport:
         notes = [f"- {job.name}: {job.status}: {job.note}" for job in self.jobs if job.note]
         text = "\n".join(lines) + "\n\nFinal eval of each job (latest eval for running or failed jobs). D^dpp in " \
                "units of 10⁻³; diversity over each eval prompt's successful rollouts.\n"
+        if self.baseline:
+            text += f"\n{VERSUS_NOTE}\n"
+        if self.settings:
+            text += "\n" + "\n".join(settings_lines(self.baseline, self.settings)) + "\n"
         return text + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"swept": self.swept, "metrics": self.metrics, "x": self.x_key, "diversity_metric": self.y2_key,
-                "baseline": self.baseline, "jobs": [job.to_json(self.swept) for job in self.jobs]}
+                "baseline": self.baseline, "jobs": [job.to_json(self.swept) for job in self.jobs],
+                "settings_over_seeds": self.settings}
 
 
 # ---- the paired comparison with a baseline row -----------------------------------------------------------------
+VERSUS_NOTE = ("Δ success vs the baseline, per job: the job's run against the baseline's run of its seed, paired task "
+               "by task: one training run per side, so the interval is eval noise only; * marks two runs that differ "
+               "beyond it, not a setting that does (that needs several seeds: the table over training seeds).")
+ONE_RUN_SCOPE = "one training run per side: eval noise only (these two runs, not the setting)"
+
+
 def versus_cell(job: Job) -> str:
     if job.versus is None:
         return "–"
@@ -328,11 +345,13 @@ def select_baseline(jobs: list[Job], spec: str) -> list[Job]:
     return chosen
 
 
-def compare_with_baseline(jobs: list[Job], spec: str) -> None:
-    """Each job's paired difference in final-eval success against the baseline job of its seed (or the only one)."""
+def compare_with_baseline(jobs: list[Job], spec: str) -> dict[Path, Job]:
+    """Each job's paired difference in final-eval success against the baseline job of its seed (or the only one);
+    returns each compared job's partner of the same seed (what the comparison over seeds pairs)."""
     from agentforge.stats import paired_difference
 
     baselines = select_baseline(jobs, spec)
+    same_seed_partners: dict[Path, Job] = {}
     for job in jobs:
         if job in baselines:
             job.versus = {"baseline_row": True}
@@ -345,10 +364,52 @@ def compare_with_baseline(jobs: list[Job], spec: str) -> None:
             job.versus = {"note": "no per-task outcomes (unfinished, or a run from before paired verdicts)"}
         else:
             try:
-                job.versus = {"baseline": partner.name,
+                job.versus = {"baseline": partner.name, "training_seeds": 1, "scope": ONE_RUN_SCOPE,
                               **paired_difference(partner.outcomes, job.outcomes).to_json()}
             except ValueError as error:
                 job.versus = {"note": str(error)}
+                continue
+            if same_seed:
+                same_seed_partners[job.path] = partner
+    return same_seed_partners
+
+
+def compare_settings(jobs: list[Job], swept: list[str], partners: dict[Path, Job]) -> list[dict[str, Any]]:
+    """Each setting (the swept overrides but the seed) against the baseline over training seeds: its jobs paired with
+    the baseline's job of the same seed (agentforge.stats.seed_difference). Only settings with ≥ 2 such seeds: one
+    seed is the per-job cell already, and it judges no setting."""
+    from agentforge.stats import seed_difference
+
+    keys = [k for k in swept if k != "seed"]
+    groups: dict[tuple[str, ...], dict[str, Job]] = {}
+    for job in jobs:
+        if job.path in partners:
+            groups.setdefault(tuple(job.overrides.get(k, "–") for k in keys), {}).setdefault(str(job.seed), job)
+    out = []
+    for values, by_seed in groups.items():
+        if len(by_seed) < 2:
+            continue
+        seeds = sorted(by_seed)
+        verdict = seed_difference([partners[by_seed[s].path].outcomes or {} for s in seeds],
+                                  [by_seed[s].outcomes or {} for s in seeds])
+        out.append({"setting": dict(zip(keys, values, strict=True)), "seed_ids": seeds, **verdict.to_json()})
+    return out
+
+
+def settings_lines(baseline: str | None, settings: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of the settings against the baseline over training seeds."""
+    from agentforge.stats import SEED_METHOD
+
+    lines = [f"Settings vs {baseline} over training seeds (each seed's run against the baseline's run of that seed; "
+             f"{SEED_METHOD}; no verdict under 3 seeds):", "",
+             "| setting | training seeds | Δ success [95 %] | per seed | verdict |", "|---|---|---|---|---|"]
+    for row in settings:
+        setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items()) or "(all but the seed alike)"
+        per_seed = " / ".join(f"{d:+.1%}" for d in row["per_seed"])
+        lines.append(f"| {setting} | {row['seeds']} ({', '.join(row['seed_ids'])}) | {row['difference']:+.1%} "
+                     f"[{row['low']:+.1%}, {row['high']:+.1%}] | {per_seed} | {row['direction']} "
+                     f"(p={row['p_value']:.3g}) |")
+    return lines
 
 
 def _is_number(text: str | None) -> bool:
@@ -391,9 +452,8 @@ def build_report(jobs: list[Job], diversity_metric: str | None = None, baseline:
     if diversity_metric and y2 not in div:
         raise AgentforgeError(f"sweep-report: --metric {diversity_metric} was not logged by any job; logged diversity "
                               f"metrics: {', '.join(div) or '(none)'}")
-    if baseline:
-        compare_with_baseline(jobs, baseline)
-    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2, baseline)
+    settings = compare_settings(jobs, swept, compare_with_baseline(jobs, baseline)) if baseline else []
+    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2, baseline, settings)
 
 
 # ---- the plot --------------------------------------------------------------------------------------------------
@@ -488,6 +548,10 @@ def sweep_report(targets: list[str], output: str | None = None, metric: str | No
     for row in report.rows():
         table.add_row(*row)
     console.print(table)
+    if report.baseline:
+        console.print(VERSUS_NOTE, markup=False)
+    if report.settings:
+        console.print("\n".join(settings_lines(report.baseline, report.settings)), markup=False)
     for job in report.jobs:
         if job.note:
             console.print(f"[yellow]{job.name}: {job.status}: {job.note}")
@@ -504,7 +568,8 @@ def sweep_report_command(args: list[str]) -> int:
     parser.add_argument("--metric", help="diversity metric on the plot's right axis, e.g. div_pair/location "
                                          "(default: the one the runs optimise)")
     parser.add_argument("--baseline", help="the row the others are compared with, paired task by task (difference "
-                                           "in success with its 95 %% interval; * beyond noise): a job name, or "
+                                           "in success with its 95 %% interval, one run per side: eval noise only; "
+                                           "settings with several seeds also over training seeds): a job name, or "
                                            "key=value[,key=value] of its overrides, e.g. algorithm=grpo")
     options = parser.parse_args(args)
     sweep_report(options.dirs, options.output, options.metric, options.baseline)

@@ -28,6 +28,7 @@ GROUP_HELP = {
     "logger": "console, metrics.jsonl, wandb, TensorBoard",
     "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling, curriculum",
     "eval": "`agentforge eval`: the evaluation protocol",
+    "held_out": "the held-out splits: eval and test tasks distinct by content and never yielded by a training stream",
     "sft": "the expert-SFT warm start and `agentforge sft`",
     "rft": "the RFT warm start and `agentforge rft`",
     "rollout": "`agentforge rollout`: play only",
@@ -124,7 +125,7 @@ def reference_markdown() -> str:
              "nearest valid one), types, bounds and choices, all problems at once, exit status 2.",
              "", *SECTION_ROUTES, ""]
     for group in ("top", "model", "engine", "env", "agent", "algorithm", "learner", "trainer", "sft", "rft", "eval",
-                  "rollout", "env_pool", "logger", "launch"):
+                  "held_out", "rollout", "env_pool", "logger", "launch"):
         parts += [f"## {group}", "", GROUP_HELP[group] + ".", "", markdown(group_rows(group, builtin_only=True)), ""]
     return "\n".join(parts)
 

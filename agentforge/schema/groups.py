@@ -161,11 +161,15 @@ class TrainerSchema:
     iterations: int = opt(10, "RL iterations (one update each)", ge=1)
     tasks_per_iteration: int = opt(4, "B tasks per iteration", ge=1)
     group_size: int = opt(4, "G rollouts per task", ge=1)
-    seed_offset: int = opt(0, "first train task seed", ge=0)
+    seed_offset: int = opt(0, "first train task seed (plus seed x 10007: each run seed trains on its own tasks)",
+                           ge=0)
     eval_before: bool = opt(True, "evaluate at iteration 0 (the before of the before/after)")
     warm_start: Any = opt(False, "before RL: true/expert (SFT on expert play), rft, [expert, rft], or false")
     eval_every: int = opt(5, "iterations between evals (0: only the last)", ge=0)
-    eval_tasks: int = opt(8, "held-out eval seeds", ge=1)
+    eval_tasks: int = opt(8, "held-out eval tasks (split eval: distinct by content, none trained on; for choosing "
+                          "settings and checkpoints)", ge=1)
+    test_tasks: int = opt(0, "held-out test tasks evaluated at the start and the end (split test, distinct by "
+                          "content, disjoint from eval and training): the run's claim; 0: none", ge=0)
     eval_group_size: int = opt(1, "rollouts per eval task", ge=1)
     eval_temperature: float = opt(0.4, "eval sampling temperature", ge=0)
     eval_floor: bool = opt(True, "add the random floor (a uniformly random admissible action on the eval tasks) "
@@ -182,7 +186,7 @@ class TrainerSchema:
 
 @dataclass
 class SFTSchema:
-    seed_offset: int = opt(500000, "expert tasks come from train seeds from here", ge=0)
+    seed_offset: int = opt(500000, "expert tasks come from train seeds from here (plus the run seed's shift)", ge=0)
     num_tasks: int = opt(64, "expert trajectories (one per task)", ge=1)
     epochs: int = opt(2, "passes over the expert data", ge=1)
     batch_size: int = opt(16, "trajectories per optimizer step", ge=1)
@@ -192,7 +196,7 @@ class SFTSchema:
 
 @dataclass
 class RFTSchema:
-    seed_offset: int = opt(600000, "RFT tasks come from train seeds from here", ge=0)
+    seed_offset: int = opt(600000, "RFT tasks come from train seeds from here (plus the run seed's shift)", ge=0)
     num_tasks: int = opt(32, "tasks rolled out", ge=1)
     group_size: int = opt(4, "rollouts per task", ge=1)
     temperature: float | None = opt(None, "null: agent.sampling.temperature", ge=0)
@@ -219,8 +223,11 @@ class EvalSchema:
     num_tasks: int = opt(128, "held-out tasks (prompts)", ge=1)
     samples_per_task: int = opt(8, "rollouts per task; diversity is measured within each task's successes", ge=1)
     temperature: float = opt(0.4, "eval sampling temperature", ge=0)
-    split: str = opt("eval", "eval | test (task seeds disjoint from training's)", choices=("train", "eval", "test"))
-    seed_offset: int = opt(0, "first task seed of the split", ge=0)
+    split: str = opt("eval", "eval (choosing settings) | test (claims): distinct tasks by content, disjoint from "
+                     "each other and from what training yields | train (replaying training seeds; not held out)",
+                     choices=("train", "eval", "test"))
+    seed_offset: int = opt(0, "first task seed of the split (0: the reserved held-out tasks; other offsets may "
+                           "repeat training content: the overlap is measured and reported)", ge=0)
     seed: int | None = opt(None, "engine sampling seed (null: the trainer's eval seed)")
     descriptors: Any = opt("auto", "auto (every built-in descriptor of the env) or a list (dotted paths ok)")
     baselines: list[str] = opt([], "decoding-only reruns of the same weights: pp (presence penalty), rp "
@@ -232,6 +239,12 @@ class EvalSchema:
     intervention_samples: int | None = opt(None, "rollouts per intervention case (null: samples_per_task)", ge=1)
     label: str | None = opt(None, "the policy row's name (null: the run's algorithm)")
     output: str | None = opt(None, "folder for eval.json, eval.md, trajectories.jsonl (null: the run dir)")
+
+
+@dataclass
+class HeldOutSchema:
+    reserve: int = opt(256, "distinct tasks of each held-out split (test, then eval) that no training stream (RL, "
+                       "curriculum, SFT, RFT) yields; an eval asking for more reserves more", ge=1)
 
 
 @dataclass

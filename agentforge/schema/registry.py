@@ -15,6 +15,7 @@ from agentforge.schema.groups import (
     AgentSchema,
     EnvPoolSchema,
     EvalSchema,
+    HeldOutSchema,
     HFEngineSchema,
     LoggerSchema,
     ModelSchema,
@@ -28,11 +29,12 @@ from agentforge.schema.options import GeneratedSchema, opt
 
 SECTIONS: dict[str, type] = {
     "model": ModelSchema, "agent": AgentSchema, "trainer": TrainerSchema, "sft": SFTSchema, "rft": RFTSchema,
-    "rollout": RolloutSchema, "eval": EvalSchema, "env_pool": EnvPoolSchema, "logger": LoggerSchema,
+    "rollout": RolloutSchema, "eval": EvalSchema, "held_out": HeldOutSchema, "env_pool": EnvPoolSchema,
+    "logger": LoggerSchema,
 }
 ENGINE_SCHEMAS: dict[str, type] = {"vllm": VLLMEngineSchema, "hf": HFEngineSchema}
-GROUPS = ("model", "engine", "env", "agent", "algorithm", "learner", "logger", "trainer", "eval", "sft", "rft",
-          "rollout", "launch", "env_pool")
+GROUPS = ("model", "engine", "env", "agent", "algorithm", "learner", "logger", "trainer", "eval", "held_out", "sft",
+          "rft", "rollout", "launch", "env_pool")
 TOP_LEVEL_EXTRA = ("hardware", "hydra")  # the dtype resolution's record; Hydra's own node when present
 
 

@@ -14,10 +14,13 @@ from agentforge.stats import wilson_interval  # noqa: E402
 from agentforge.tracking.tracker import read_metrics  # noqa: E402
 
 PANELS: list[tuple] = [
-    ("success rate", ["train/success_rate", "base/success_rate", "eval/success_rate"]),
+    ("success rate", ["train/success_rate", "base/success_rate", "eval/success_rate", "test_base/success_rate",
+                      "test/success_rate"]),
     # time-to-success: held-out success against training time (evals not counted) and against episodes played
-    ("held-out success vs training minutes", ["base/success_rate", "eval/success_rate"], "time/train_elapsed"),
-    ("held-out success vs episodes", ["base/success_rate", "eval/success_rate"], "train/episodes_total"),
+    ("held-out success vs training minutes", ["base/success_rate", "eval/success_rate", "test/success_rate"],
+     "time/train_elapsed"),
+    ("held-out success vs episodes", ["base/success_rate", "eval/success_rate", "test/success_rate"],
+     "train/episodes_total"),
     ("return", ["train/mean_return", "eval/mean_return"]),
     ("invalid-action rate", ["train/invalid_action_rate", "eval/invalid_action_rate"]),
     ("policy loss", ["train/loss"]),

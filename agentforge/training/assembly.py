@@ -21,9 +21,11 @@ from omegaconf import DictConfig
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
     build_engine,
+    build_held_out,
     build_model_spec,
     build_pool,
     build_rollout_context,
+    build_training_streams,
     build_workflow,
     close_quietly,
     plain,
@@ -31,6 +33,7 @@ from agentforge.builders import (
     without_name,
 )
 from agentforge.envs.pool import ensure_ray
+from agentforge.held_out import earlier_training
 from agentforge.learner import Learner
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.memory import check_memory_fit
@@ -38,7 +41,7 @@ from agentforge.reliability.checkpoint import CheckpointManager
 from agentforge.reliability.reaper import start_reaper
 from agentforge.schema.groups import RFTSchema, SFTSchema, TrainerSchema
 from agentforge.schema.options import typed
-from agentforge.tasks import held_out_tasks, task_sampler
+from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.config import (
@@ -88,6 +91,9 @@ def build_trainer(cfg: DictConfig) -> Trainer:
     console.print(f"[bold]train[/] {cfg.algorithm.name} on {cfg.env.name} · model {spec.name} · engine "
                   f"{cfg.engine.name} · run dir {run_dir}")
     with contextlib.ExitStack() as started:  # a start that fails part-way closes what it had started
+        held_out, keyer = build_held_out(cfg, {"eval": tcfg.eval_tasks, "test": tcfg.test_tasks})
+        started.callback(close_quietly, keyer.close)
+        streams = build_training_streams(cfg, held_out, keyer)
         engine = build_engine(cfg, spec)  # first: vLLM's in-process start-up reseeds torch
         started.callback(close_quietly, engine.close)
         seed_everything(int(cfg.seed))
@@ -111,10 +117,10 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         started.callback(close_quietly, learner.close)
         if hasattr(engine, "weight_source"):  # engine replicas: a restarted one takes the current weights
             engine.weight_source = lambda: learner.export_weights(only_changed=True, copy=False)
-        sampler = with_curriculum(task_sampler(env_name, env_options, "train", tcfg.seed_offset),
+        sampler = with_curriculum(task_sampler(env_name, env_options, "train", tcfg.seed_offset, streams.stream,
+                                               streams.admit),
                                   plain(cfg.trainer.get("curriculum")), env_name,
                                   tcfg.iterations * tcfg.tasks_per_iteration)
-        eval_tasks = held_out_tasks(env_name, env_options, tcfg.eval_tasks)
         checkpoints = CheckpointManager(run_dir / "checkpoints", tcfg.keep_checkpoints)
         tracker = RunTracker(run_dir, plain(cfg.logger), plain(cfg), resume_dir is not None)
         started.callback(close_quietly, tracker.close)
@@ -125,10 +131,14 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         parts = TrainerParts(
             run_dir=run_dir, resuming=resume_dir is not None, engine=engine, pool=pool, ctx=ctx, eval_ctx=eval_ctx,
             algorithm=algorithm, train_workflow=train_workflow, eval_workflow=eval_workflow,
-            eval_descriptors=eval_descriptors, learner=learner, sampler=sampler, eval_tasks=eval_tasks,
+            eval_descriptors=eval_descriptors, learner=learner, sampler=sampler,
+            eval_tasks=held_out.tasks("eval", tcfg.eval_tasks),
+            test_tasks=held_out.tasks("test", tcfg.test_tasks) if tcfg.test_tasks else [],
+            held_out=held_out, streams=streams, earlier_trained=earlier_training(cfg.model.get("init_from")),
+            closers=(keyer.close,),
             checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling, kl_penalty=kl_penalty,
-            warm_start=WarmStart(modes, sft, rft, ExpertPlay.from_config(cfg), settings.seed,
-                                 lambda: build_workflow(cfg, algorithm, "rollout")) if modes else None,
+            warm_start=WarmStart(modes, sft, rft, replace(ExpertPlay.from_config(cfg), streams=streams),
+                                 settings.seed, lambda: build_workflow(cfg, algorithm, "rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
         )
         trainer = Trainer(settings, parts)

@@ -32,7 +32,7 @@ SCHEDULES = ("linear", "success")
 class TaskSource(Protocol):
     position: int
 
-    def sample(self, count: int) -> list[Task]: ...
+    def sample(self, count: int, options: tuple[tuple[str, Any], ...] = ()) -> list[Task]: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
@@ -112,11 +112,11 @@ class CurriculumSampler:
         levels = len(self.settings.levels)
         return min(levels - 1, self.inner.position * levels // self.total_tasks)
 
-    def sample(self, count: int) -> list[Task]:
+    def sample(self, count: int, options: tuple[tuple[str, Any], ...] = ()) -> list[Task]:
         if self.settings.schedule == "linear":
             self.level = self._linear_level()
-        options = ((str(self.settings.option), self.value),)
-        return [Task(t.env, t.seed, t.split, t.task_id, options) for t in self.inner.sample(count)]
+        # the level's option goes on the task before the held-out filter sees it: a room is keyed as it is played
+        return self.inner.sample(count, ((str(self.settings.option), self.value),))
 
     def observe(self, success_rate: float) -> bool:
         """One iteration's training success at the current level; True when it moved the `success` schedule up."""

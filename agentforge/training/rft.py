@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from agentforge.errors import ConfigError
+from agentforge.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.learner import Learner
 from agentforge.rollout.workflow import ProgressCallback, RolloutContext, RolloutWorkflow
 from agentforge.tasks import task_sampler
@@ -64,11 +65,14 @@ def trajectory_score(trajectory: Trajectory, score: str) -> float:
 
 
 def rft_dataset(rft: Any, env_name: str, env_options: dict[str, Any], ctx: RolloutContext,
-                workflow: RolloutWorkflow, on_progress: ProgressCallback | None = None) -> RFTData:
+                workflow: RolloutWorkflow, on_progress: ProgressCallback | None = None,
+                streams: TrainingStreams | None = None) -> RFTData:
     """Roll out `rft.num_tasks` train tasks × `rft.group_size` with the current weights and filter them (`rft`: the
-    `rft` section, typed or as composed)."""
+    `rft` section, typed or as composed); `streams`: the run seed's tasks, held-out content skipped."""
     check_rft_config(rft)
-    tasks = task_sampler(env_name, env_options, "train", int(rft.seed_offset)).sample(int(rft.num_tasks))
+    streams = streams or TrainingStreams()
+    tasks = task_sampler(env_name, env_options, "train", int(rft.seed_offset), streams.stream,
+                         streams.admit).sample(int(rft.num_tasks))
     if getattr(rft, "temperature", None) is not None:
         ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(rft.temperature)))
     started = time.perf_counter()
@@ -106,9 +110,11 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
     from agentforge.algorithms import make_algorithm
     from agentforge.builders import (
         build_engine,
+        build_held_out,
         build_model_spec,
         build_pool,
         build_rollout_context,
+        build_training_streams,
         build_workflow,
         plain,
         prepare_run_dir,
@@ -124,6 +130,8 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
     preflight(cfg)
     run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
+    held_out, keyer = build_held_out(cfg, {})
+    streams = build_training_streams(cfg, held_out, keyer)
     engine = build_engine(cfg, spec)
     if cfg.env_pool.kind == "ray":
         ensure_ray()
@@ -135,7 +143,8 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
         console.print(f"[bold]rft[/] {cfg.rft.num_tasks} tasks x {cfg.rft.group_size} rollouts of {spec.name} on "
                       f"{cfg.env.name}, keeping {cfg.rft.score} >= {cfg.rft.threshold}")
-        data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow, _print_progress)
+        data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow, _print_progress,
+                           streams)
         steps = rft_steps(cfg.rft, len(data.kept))
         console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
         learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
@@ -147,9 +156,11 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         done = run_rft_epochs(cfg.rft, int(cfg.seed), learner, data, on_step)
         out_dir = Path(cfg.rft.output) if cfg.rft.get("output") else run_dir / "model"
         save_full_model(spec, learner.export_weights(), out_dir)
+        earlier = earlier_training(cfg.model.get("init_from"))
+        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
     finally:
         tracker.close()
-        for closer in (learner.close if learner else None, pool.close, engine.close):
+        for closer in (learner.close if learner else None, pool.close, engine.close, keyer.close):
             if closer is not None:
                 closer()
     summary = {"model": str(out_dir), "steps": done, **data.summary}

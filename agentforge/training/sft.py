@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,19 @@ from omegaconf import DictConfig
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
 from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
-from agentforge.builders import build_agent_config, build_model_spec, plain, prepare_run_dir, without_name
+from agentforge.builders import (
+    build_agent_config,
+    build_held_out,
+    build_model_spec,
+    build_training_streams,
+    plain,
+    prepare_run_dir,
+    without_name,
+)
 from agentforge.envs.agent import AGENT_ENV
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
+from agentforge.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.registry import Registry
@@ -137,6 +146,7 @@ class ExpertPlay:
     env_options: dict[str, Any]
     agent: AgentConfig
     max_model_len: int = 4096
+    streams: TrainingStreams = field(default_factory=TrainingStreams)  # the run seed's tasks, held-out ones skipped
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> ExpertPlay:
@@ -190,9 +200,9 @@ def save_full_model(spec: ModelSpec, weights: list[tuple[str, torch.Tensor]], ou
 
 def expert_dataset(play: ExpertPlay, sft: Any, tokenizer: Any) -> list[Trajectory]:
     """`sft.num_tasks` expert trajectories from train seeds starting at `sft.seed_offset` (`sft`: the `sft`
-    section, typed or as composed)."""
-    tasks = task_sampler(play.env_name, play.env_options, "train",
-                         seed_offset=int(sft.seed_offset)).sample(int(sft.num_tasks))
+    section, typed or as composed), moved by the run seed, held-out content skipped (`play.streams`)."""
+    tasks = task_sampler(play.env_name, play.env_options, "train", int(sft.seed_offset), play.streams.stream,
+                         play.streams.admit).sample(int(sft.num_tasks))
     if play.env_name == AGENT_ENV:  # an external agent: played with its expert answering the model calls
         from agentforge.gateway.warm_start import expert_conversations
 
@@ -231,7 +241,12 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
     """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
     run_dir = prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
-    data = expert_dataset(ExpertPlay.from_config(cfg), cfg.sft, load_tokenizer(spec))
+    held_out, keyer = build_held_out(cfg, {})
+    streams = build_training_streams(cfg, held_out, keyer)
+    try:
+        data = expert_dataset(replace(ExpertPlay.from_config(cfg), streams=streams), cfg.sft, load_tokenizer(spec))
+    finally:
+        keyer.close()
     steps = epoch_steps(cfg.sft, len(data))
     console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) · "
                   f"{steps} steps · model {spec.name}")
@@ -246,6 +261,8 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
         done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, on_step)
         out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
         save_full_model(spec, learner.export_weights(), out_dir)
+        earlier = earlier_training(cfg.model.get("init_from"))
+        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
     finally:
         tracker.close()
         learner.close()

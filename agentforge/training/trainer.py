@@ -35,7 +35,7 @@ from agentforge.training.asynchronous import (
 from agentforge.training.curriculum import CurriculumSampler
 from agentforge.training.dynamic_sampling import play_with_signal
 from agentforge.training.parts import TrainerParts, TrainerSettings
-from agentforge.training.run_report import final_report
+from agentforge.training.run_report import TestEvals, final_report
 from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 
@@ -61,6 +61,9 @@ class Trainer:
         self.train_workflow, self.eval_workflow = parts.train_workflow, parts.eval_workflow
         self.eval_descriptors = parts.eval_descriptors
         self.sampler, self.eval_tasks = parts.sampler, parts.eval_tasks
+        self.test_tasks = parts.test_tasks or []  # the claim's tasks: evaluated at the start and at the end
+        self.held_out, self.streams, self.earlier_trained = parts.held_out, parts.streams, parts.earlier_trained
+        self.closers = parts.closers
         self.checkpoints, self.tracker = parts.checkpoints, parts.tracker
         self.kl_penalty, self.dynamic_sampling = parts.kl_penalty, parts.dynamic_sampling
         self.warm_starts, self.floor = parts.warm_start, parts.floor
@@ -68,6 +71,8 @@ class Trainer:
         self.start_iteration = 0
         self.history: dict[str, dict[str, float]] = {}
         self.eval_outcomes: dict[str, dict[str, list[bool]]] = {}  # per eval, per task: won? (paired verdicts)
+        self.test_history: dict[str, dict[str, float]] = {}  # the same for the test split (the claim), by iteration
+        self.test_outcomes: dict[str, dict[str, list[bool]]] = {}
         self.clock = {"train_seconds": 0.0, "episodes": 0}  # time-to-success: training time (no eval), episodes
         self.producer: RolloutProducer | None = None
         self._pending: list[PlayedBatch] = []  # played, not yet trained (from a checkpoint)
@@ -92,6 +97,10 @@ class Trainer:
         self.sampler.load_state_dict(state["sampler"])
         self.history = state.get("history", {})
         self.eval_outcomes = state.get("eval_outcomes", {})
+        self.test_history = state.get("test_history", {})
+        self.test_outcomes = state.get("test_outcomes", {})
+        if self.streams is not None and self.streams.filter is not None and "held_out" in state:
+            self.streams.filter.load_state_dict(state["held_out"])
         self.clock.update(state.get("clock", {}))
         if self.kl_penalty is not None:
             self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
@@ -130,20 +139,31 @@ class Trainer:
         if self.settings.engine_sleeps:
             self.engine.wake()
 
-    def evaluate(self, iteration: int, progress: TrainProgress | None = None) -> dict[str, float]:
-        """Held-out tasks at the eval temperature, always sampled from the same seed (comparable across evals)."""
+    def evaluate(self, iteration: int, progress: TrainProgress | None = None, split: str = "eval",
+                 key: str | None = None) -> dict[str, float]:
+        """Held-out tasks of `split` (eval: choosing; test: the claim) at the eval temperature, always sampled from
+        the same seed (comparable across evals); recorded under `key` (default: the iteration)."""
         started = time.perf_counter()
         self.engine.reseed(iteration_seed(self.settings.seed, 0, salt=1))  # the same eval samples every time
-        callback = progress.rollout_callback("eval") if progress else None
-        result = self.eval_workflow.run(self.eval_ctx, self.eval_tasks, self.tcfg.eval_group_size, callback)
+        callback = progress.rollout_callback(split) if progress else None
+        tasks = self.test_tasks if split == "test" else self.eval_tasks
+        result = self.eval_workflow.run(self.eval_ctx, tasks, self.tcfg.eval_group_size, callback)
         groups = result.groups
-        summary = {f"eval/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
-        summary.update({f"eval/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
+        summary = {f"{split}/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
+        summary.update({f"{split}/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
         summary.update(self._clock_metrics())
-        summary["time/eval"] = time.perf_counter() - started
-        self.history[str(iteration)] = summary
-        self.eval_outcomes[str(iteration)] = episode_outcomes(groups)
+        summary[f"time/{split}"] = time.perf_counter() - started
+        history, outcomes = (self.test_history, self.test_outcomes) if split == "test" else \
+            (self.history, self.eval_outcomes)
+        history[key or str(iteration)] = summary
+        outcomes[key or str(iteration)] = episode_outcomes(groups)
         return summary
+
+    def test(self, key: str, progress: TrainProgress | None = None) -> dict[str, float]:
+        """The test split (trainer.test_tasks; none: nothing), for the claim: at the start and at the end only."""
+        if not self.test_tasks:
+            return {}
+        return self.evaluate(0, progress, "test", key)
 
     def _clock_metrics(self) -> dict[str, float]:
         """Where the run stands in training time (rollout, update, sync and warm start; evals not counted) and in
@@ -290,16 +310,18 @@ class Trainer:
         first: dict[str, Any] = {}
         if self.warm_starts is not None:
             if self.tcfg.eval_before:
-                base = self.evaluate(0, progress)
-                self.history["base"] = self.history.pop("0")
-                self.eval_outcomes["base"] = self.eval_outcomes.pop("0")
+                base = self.evaluate(0, progress, key="base")
                 first.update({k.replace("eval/", "base/"): v for k, v in base.items() if k.startswith("eval/")})
                 first["time/base_eval"] = base["time/eval"]
+            # the claim's "model as given" row: on test whenever the run has one (eval_before is the eval split's)
+            first.update({k.replace("test/", "test_base/"): v for k, v in self.test("base", progress).items()
+                          if k.startswith("test/")})
             started = time.perf_counter()
             first.update(self.warm_start(progress))
             self.clock["train_seconds"] += time.perf_counter() - started
         if self.tcfg.eval_before:
             first.update(self.evaluate(0, progress))
+        first.update(self.test("0", progress))  # the claim's start: always, even without eval_before
         if first:
             self.tracker.log(0, first)
 
@@ -312,8 +334,11 @@ class Trainer:
     def save_checkpoint(self, iteration: int) -> None:
         with self._producer_paused(), critical():  # a Ctrl-C waits for the checkpoint: complete or absent
             state = {"sampler": self.sampler.state_dict(), "history": self.history,
-                     "eval_outcomes": self.eval_outcomes, "clock": self.clock, **self.updates.state_dict(),
+                     "eval_outcomes": self.eval_outcomes, "test_history": self.test_history,
+                     "test_outcomes": self.test_outcomes, "clock": self.clock, **self.updates.state_dict(),
                      "engine_version": getattr(self.engine, "version", None)}
+            if self.streams is not None and self.streams.filter is not None:
+                state["held_out"] = self.streams.filter.state_dict()
             if self.kl_penalty is not None:
                 state["kl_penalty"] = self.kl_penalty.state_dict()
             # played, not trained: the producer's, or (resumed with max_staleness=0) those still kept from before
@@ -356,6 +381,9 @@ class Trainer:
                     if every and (step % every == 0 or step == iterations):
                         with self._producer_paused():  # eval plays on the same engine and env pool
                             metrics.update(self.evaluate(step, progress))
+                    if step == iterations:
+                        with self._producer_paused():
+                            metrics.update(self.test(str(step), progress))
                     self.tracker.log(step, metrics)
                     progress.iteration_done(step, metrics)
                     if step == self.start_iteration + 1:  # every actor is up now: say where each one runs
@@ -387,20 +415,37 @@ class Trainer:
             console.print("[yellow]stopped before the first checkpoint: nothing to resume from")
 
     def report(self) -> dict[str, Any]:
-        """The curves, the eval table with its paired verdicts, summary.json (training/run_report.py)."""
-        floor = self._floor() if self.history else None
+        """The curves, the eval and test tables with their paired verdicts, the held-out record, summary.json
+        (training/run_report.py)."""
+        floor = self._floor(self.eval_tasks) if self.history else None
+        test = None
+        if self.test_history:
+            test = TestEvals(self.test_history, self.test_outcomes, self._floor(self.test_tasks))
+        record = self._held_out_record()
         return final_report(self.run_dir, self.settings.title, self.history, self.eval_outcomes, floor,
-                            list(self.updates.untrained), self.updates.summary_line(self.tcfg.iterations))
+                            list(self.updates.untrained), self.updates.summary_line(self.tcfg.iterations), test,
+                            record)
 
-    def _floor(self) -> dict[str, list[bool]] | None:
-        """The random-admissible-action floor on the eval tasks (trainer.eval_floor), None where the env lists no
+    def _held_out_record(self) -> dict[str, Any] | None:
+        """How the held-out sets were built, what training skipped, and the overlap measured (held_out.json)."""
+        if self.held_out is None or self.streams is None:
+            return None
+        from agentforge.held_out import run_record, write_record
+
+        record = run_record(self.held_out, self.streams, {"eval": self.eval_tasks, "test": self.test_tasks},
+                            self.earlier_trained)
+        write_record((self.run_dir,), record)
+        return record
+
+    def _floor(self, tasks: list[Any]) -> dict[str, list[bool]] | None:
+        """The random-admissible-action floor on held-out tasks (trainer.eval_floor), None where the env lists no
         admissible actions or the floor cannot be played (said once, never fatal: it is a reference row)."""
         if self.floor is None:
             return None
         from agentforge.evaluation.floor import NoFloor
 
         try:
-            return self.floor(self.eval_tasks)
+            return self.floor(tasks)
         except NoFloor as reason:
             log.info("no random floor: %s", reason)
         except Exception as error:  # a reference row must not fail a finished run
@@ -412,7 +457,7 @@ class Trainer:
             self.producer.stop()
         workflows = [getattr(w, "close", None) for w in (self.train_workflow, self.eval_workflow)]  # gateways
         for closer in (*[c for c in workflows if c], self.tracker.close, self.learner.close, self.pool.close,
-                       self.engine.close):
+                       self.engine.close, *self.closers):
             try:
                 closer()
             except Exception as error:  # closing must not hide the real error

@@ -46,7 +46,7 @@ class WarmStart:
         started = time.perf_counter()
         callback = progress.rollout_callback("rft rollout") if progress else None
         data = rft_dataset(self.rft, self.play.env_name, self.play.env_options, ctx, self.rollout_workflow(),
-                           callback)
+                           callback, self.play.streams)
         steps = rft_steps(self.rft, len(data.kept))
         console.print(f"[bold]warm start (rft)[/]: kept {len(data.kept)} of {data.played} rollouts ({data.won} won), "
                       f"{steps} steps")

@@ -3,6 +3,7 @@ what the trainer sampled with the same weights and settings, adds decoding basel
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -45,6 +46,9 @@ def test_eval_command_reproduces_the_trainers_final_eval_and_adds_baseline_rows(
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads((out / "eval.json").read_text())
     assert report["checkpoint"]["iteration"] == 2 and report["checkpoint"]["run_dir"] == str(run)
+    # the run's held-out eval tasks, distinct by content; how many its run trained on is measured from its record
+    assert report["tasks"]["trained_on"] == 0 and report["tasks"]["held_out"]["keyed_by_content"]
+    assert "held-out eval: 2 tasks, 0 of them trained on by the checkpoint's run" in done.stderr
     names = [row["name"] for row in report["rows"]]
     assert names[0].startswith("TJPO (spatial_coverage") and names[1:] == [f"{names[0]}+PP", f"{names[0]}+RP",
                                                                            "random floor"]
@@ -68,9 +72,12 @@ def test_eval_command_reproduces_the_trainers_final_eval_and_adds_baseline_rows(
 
 
 def test_a_checkpoint_replays_the_training_rollout_its_weights_played(run, tmp_path):
-    """iter_1's weights played iteration 2's rollout (tasks 2-3 of the train split, seed iteration_seed(0, 1),
-    temperature 1): evaluating iter_1 with those settings must give the same text, token for token."""
-    replay = ["eval.split=train", "eval.seed_offset=2", "eval.num_tasks=2", "eval.samples_per_task=2",
+    """iter_1's weights played iteration 2's rollout (the run's 3rd and 4th training tasks: held-out rooms skipped,
+    seed iteration_seed(0, 1), temperature 1): evaluating iter_1 with those settings must give the same text, token
+    for token."""
+    with gzip.open(run / "trajectories" / "iter_00002.jsonl.gz", "rt") as f:
+        first = min(json.loads(line)["task"]["seed"] for line in f)
+    replay = ["eval.split=train", f"eval.seed_offset={first}", "eval.num_tasks=2", "eval.samples_per_task=2",
               "eval.temperature=1.0", f"eval.seed={iteration_seed(0, 1)}"]
     logged = [[turn["response_text"] for turn in json.loads(line)["turns"]]
               for line in (run / "samples.jsonl").read_text().splitlines() if json.loads(line)["iteration"] == 2]

@@ -27,8 +27,10 @@ def losses(run_dir):
 def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
     # with a curriculum on Sokoban's generation steps: iteration 1's tasks at 3 steps, iteration 2's at 6
     curriculum = ["trainer.curriculum.option=num_gen_steps", "trainer.curriculum.levels=[3,6]"]
+    # held-out test tasks (the claim) beside the eval split; a small reserve keeps the keying cheap
     cfg = compose_config([*FAST, "trainer.iterations=2", "trainer.checkpoint_every=1", "trainer.keep_checkpoints=1",
-                          "logger.wandb=true", *curriculum], run_dir=str(tmp_path / "run"))
+                          "logger.wandb=true", "trainer.test_tasks=2", "held_out.reserve=16", *curriculum],
+                         run_dir=str(tmp_path / "run"))
     summary = build_trainer(cfg).fit()
     run = tmp_path / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -48,15 +50,32 @@ def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
         assert tasks and all(t["options"] == [["num_gen_steps", steps]] for t in tasks), tasks[:1]
     state = json.loads((run / "checkpoints" / "iter_000002" / "trainer_state.json").read_text())
     assert state["sampler"]["curriculum"]["level"] == 1
+    # the claim on test: its start and its end, paired; the eval split stays for choosing
+    assert summary["claim_split"] == "test"
+    assert [row["name"] for row in summary["test"]["evals"]][:2] == ["iteration 0", "iteration 2"]
+    assert set(summary["test"]["outcomes"]) == {"0", "2"} and len(summary["test"]["outcomes"]["2"]) == 2
+    assert "test/success_rate" in rows[0] and "test/success_rate" in rows[2]
+    # held out by content: the overlap is measured (0); no room the streams trained on is a reserved one
+    record = json.loads((run / "held_out.json").read_text())
+    assert summary["held_out"]["overlap"] == {"eval": {"tasks": 2, "trained_on": 0},
+                                              "test": {"tasks": 2, "trained_on": 0}}
+    assert "trained" not in summary["held_out"] and len(record["trained"]) == record["training"]["distinct_tasks"]
+    reserved = {d for by_env in record["reserved"].values() for digests in by_env.values() for d in digests}
+    assert reserved and not reserved & set(record["trained"])
+    assert state["held_out"]["trained"] == record["trained"]
 
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):
-    common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1"]
+    common = [*FAST, "trainer.eval_before=false", "trainer.eval_every=0", "trainer.checkpoint_every=1",
+              "trainer.test_tasks=1", "held_out.reserve=8"]
     build_trainer(compose_config([*common, "trainer.iterations=3"], run_dir=str(tmp_path / "full"))).fit()
     build_trainer(compose_config([*common, "trainer.iterations=1"], run_dir=str(tmp_path / "part"))).fit()
     resumed = compose_config([*common, "trainer.iterations=3", f"resume={tmp_path / 'part'}"],
                              run_dir=str(tmp_path / "ignored"))
-    build_trainer(resumed).fit()
+    summary = build_trainer(resumed).fit()
+    assert set(summary["test"]["outcomes"]) == {"0", "1", "3"}  # the claim's start survives the resume
+    full_record = json.loads((tmp_path / "full" / "held_out.json").read_text())
+    assert json.loads((tmp_path / "part" / "held_out.json").read_text())["trained"] == full_record["trained"]
     full, part = losses(tmp_path / "full"), losses(tmp_path / "part")
     assert sorted(part) == [1, 2, 3]
     for iteration in (1, 2, 3):

@@ -198,11 +198,38 @@ def test_baseline_rows_are_compared_task_by_task_and_seed_by_seed(tmp_path):
     assert by_name["0"].versus == {"baseline_row": True} and by_name["2"].versus == {"baseline_row": True}
     seed0, seed1 = by_name["1"].versus, by_name["3"].versus
     assert seed0["baseline"].endswith("/0") and seed1["baseline"].endswith("/2")  # matched by seed
-    assert seed0["difference"] == pytest.approx(0.2) and seed0["beyond_noise"] and seed0["method"] == "exact McNemar"
+    assert seed0["difference"] == pytest.approx(0.2) and seed0["beyond_noise"]
+    assert seed0["method"] == "exact McNemar; Tango score interval" and seed0["training_seeds"] == 1
     assert seed1["difference"] == 0.0 and not seed1["beyond_noise"]
-    assert report.header()[-1].startswith("Δ success vs algorithm=grpo")
+    assert report.header()[-1].startswith("Δ success vs algorithm=grpo") and "eval noise only" in report.header()[-1]
     assert report.rows()[1][-1].endswith(" *") and report.rows()[0][-1] == "baseline"
+    # the setting itself, over its two training seeds: +20 and 0 points, too few seeds for a verdict
+    [setting] = report.settings
+    assert setting["setting"] == {"algorithm": "gigpo"} and setting["seed_ids"] == ["0", "1"]
+    assert setting["per_seed"] == (pytest.approx(0.2), 0.0) and setting["difference"] == pytest.approx(0.1)
+    assert setting["direction"] == "no verdict (2 seeds; need ≥ 3)" and not setting["beyond_noise"]
+    markdown = (tmp_path / "out" / "sweep_report.md").read_text()
+    assert "| algorithm=gigpo | 2 (0, 1) | +10.0% [" in markdown and "not a setting that does" in markdown
     data = json.loads((tmp_path / "out" / "sweep_report.json").read_text())
     assert data["baseline"] == "algorithm=grpo" and data["jobs"][0]["random_floor"] == 0.1
+    assert data["settings_over_seeds"][0]["seeds"] == 2
     with pytest.raises(AgentforgeError, match="--baseline algorithm=ppo matches no job"):
         sweep_report([str(tmp_path)], output=str(tmp_path / "out"), baseline="algorithm=ppo")
+
+
+def test_a_setting_with_three_seeds_gets_a_verdict_over_training_seeds(tmp_path):
+    """Three seeds of each setting: each seed's run against the baseline's run of that seed, then over the seeds;
+    with one seed only (no seed swept) the report judges no setting."""
+    base, better = [1] * 20 + [0] * 80, [1] * 45 + [0] * 55
+    for seed in range(3):
+        paired_job(tmp_path, 2 * seed, ["algorithm=grpo", f"seed={seed}"], base)
+        gained = better[: 100 - seed] + [True] * seed  # 45, 46, 47 solved
+        paired_job(tmp_path, 2 * seed + 1, ["algorithm=gigpo", f"seed={seed}"], gained)
+    report = sweep_report([str(tmp_path)], output=str(tmp_path / "out"), baseline="algorithm=grpo")
+    [setting] = report.settings
+    assert setting["seeds"] == 3 and setting["direction"] == "better beyond noise" and setting["low"] > 0
+    assert setting["per_seed"] == pytest.approx((0.25, 0.26, 0.27))
+    single = tmp_path / "single"
+    paired_job(single, 0, ["algorithm=grpo"], base)
+    paired_job(single, 1, ["algorithm=gigpo"], better)
+    assert sweep_report([str(single)], output=str(single / "out"), baseline="algorithm=grpo").settings == []

@@ -8,12 +8,13 @@ import pytest
 
 from agentforge.algorithms import GRPO, GiGPO, TurnBatch
 from agentforge.envs.mix import MixEnv
+from agentforge.envs.task_keys import reserve_held_out
 from agentforge.errors import ConfigError
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutStats
 from agentforge.schema.compose import compose_config
 from agentforge.schema.config_check import config_problems
-from agentforge.tasks import SPLIT_SEED_BASE, MixedTaskSampler, held_out_tasks, task_sampler
+from agentforge.tasks import SPLIT_SEED_BASE, MixedTaskSampler, task_sampler
 from agentforge.training.preflight import check_env
 from agentforge.types import Group, Task, Trajectory, Turn
 
@@ -49,10 +50,12 @@ def test_the_mixed_sampler_resumes_where_it_stopped():
 
 
 def test_held_out_tasks_give_every_member_its_own_eval_split():
-    tasks = held_out_tasks("mix", {"envs": MEMBERS}, 3)
+    held_out, keyer = reserve_held_out("mix", {"envs": MEMBERS}, reserve=8)
+    keyer.close()
+    tasks = held_out.tasks("eval", 3)
     assert Counter(t.env for t in tasks) == {"sokoban": 3, "search_qa": 3}
     assert all(t.split == "eval" and t.seed >= SPLIT_SEED_BASE["eval"] for t in tasks)
-    assert held_out_tasks("sokoban", {}, 2) == [Task("sokoban", SPLIT_SEED_BASE["eval"] + i, "eval") for i in (0, 1)]
+    assert {t.env for t in held_out.tasks("test", 8)} == {"sokoban", "search_qa"}
     assert isinstance(task_sampler("mix", {"envs": MEMBERS}), MixedTaskSampler)
     assert task_sampler("mix", None).weights == {"sokoban": 1.0, "search_qa": 1.0}  # envs: null, the defaults
 

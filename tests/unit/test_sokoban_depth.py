@@ -35,7 +35,7 @@ def test_rooms_are_bucketed_by_their_shortest_solution_and_paired_per_bucket(tmp
     (run / "config.yaml").write_text(yaml.safe_dump({"env": ENV}))
     (run / "summary.json").write_text(json.dumps({"eval_outcomes": evals}))
     out = tmp_path / "depth.json"
-    printed = subprocess.run([sys.executable, str(SCRIPT), str(run), "--out", str(out)], capture_output=True,
+    printed = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", str(run), "--out", str(out)], capture_output=True,
                              text=True, check=True).stdout
     report = json.loads(out.read_text())
     assert report["evals"] == ["0", "20"]
