@@ -98,6 +98,11 @@ class HeldOut:
         """`count` held-out tasks of `split` per env (each member of a mix gets its own), the first of the reserve."""
         if split not in self.sets:
             raise ConfigError(f"no held-out {split!r} split was reserved; valid: {', '.join(self.sets)}")
+        empty = [env for env, found in self.sets[split].items() if not found.tasks and count > 0]
+        if empty:
+            raise ConfigError(f"env {empty[0]}: its {split} split holds no content that is not already held out in "
+                              f"another split ({self.sets[split][empty[0]].describe()}); its eval and test data are "
+                              "the same tasks: give them different data, or lower held_out.reserve")
         return [task for found in self.sets[split].values() for task in found.first(count)]
 
     def reserved(self) -> frozenset[str]:
@@ -159,8 +164,9 @@ class TrainingFilter:
             self._run += 1
             if self._run >= MAX_CONSECUTIVE_SKIPS:
                 raise ConfigError(f"{task.env}: {self._run} training tasks in a row were held-out tasks (the last: "
-                                  f"{task.describe()}): the env's task space is too small for held-out sets of this "
-                                  "size; lower held_out.reserve or use harder settings (a bigger room, more steps)")
+                                  f"{task.describe()}): the env has too few distinct tasks for held-out sets of "
+                                  f"{len(self.reserved)} contents; lower held_out.reserve (e.g. to the eval and test "
+                                  "sizes the run uses) or use settings with more tasks (a bigger room, more steps)")
             return False
         self._run = 0
         self.trained.add(fingerprint)

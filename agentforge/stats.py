@@ -332,6 +332,28 @@ def _sign_flip_p(per_seed: np.ndarray) -> float:
     return (as_extreme + 1) / (BOOTSTRAP_RESAMPLES + 1)
 
 
+def conditional_mapping_interval(b: np.ndarray, c: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The interval this module used before issue 55, kept to show what it got wrong (its exact coverage, docs/
+    learning.md): Clopper-Pearson of c / d mapped through d / n (2 pi - 1), d = b + c taken as known."""
+    d = b + c
+    pi_low = np.where(c == 0, 0.0, scipy_stats.beta.ppf(ALPHA / 2, np.maximum(c, 1), d - c + 1))
+    pi_high = np.where(c == d, 1.0, scipy_stats.beta.ppf(1 - ALPHA / 2, c + 1, np.maximum(d - c, 1)))
+    return d / n * (2 * pi_low - 1), d / n * (2 * pi_high - 1)
+
+
+def exact_coverage(interval: Callable[[np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]], n: int,
+                   before_only: float, after_only: float) -> float:
+    """How often `interval(b, c, n)` holds the true difference after_only - before_only: summed exactly over the
+    multinomial (b, c, rest) of n tasks, cells below 1e-12 left out (they cannot move the sum by more than ~1e-8)."""
+    b, c = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    b, c = b[b + c <= n], c[b + c <= n]
+    p = scipy_stats.binom.pmf(b, n, before_only) * scipy_stats.binom.pmf(c, n - b, after_only / (1 - before_only))
+    keep = p >= 1e-12
+    low, high = interval(b[keep], c[keep], n)
+    truth = after_only - before_only
+    return float(p[keep][(low <= truth + 1e-12) & (truth - 1e-12 <= high)].sum())
+
+
 def pairs_needed(gain: float, discordant_share: float, power: float = 0.8) -> int:
     """Held-out tasks an exact-McNemar-sized test needs to see a `gain` (after - before) with `power`, when a share
     `discordant_share` of the tasks differ between the two policies (normal approximation, Connor 1987)."""

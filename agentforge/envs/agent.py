@@ -7,6 +7,7 @@ env) and refuses to be stepped, naming why.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from agentforge.envs.base import ENVS
@@ -59,6 +60,28 @@ class AgentEnv:
                             verifier=verifier, expert=expert,
                             timeout=timeout, max_calls=max_calls, batch_window_s=batch_window_s,
                             host=host, port=port, model_name=model_name, special_tokens=special_tokens)
+        self._task_env: Any = None  # built on the first task key only: the agent itself builds what it needs
+        self.task_key_note = ""
+
+    def task_key(self, task: Task) -> str | None:
+        """The task's content (agentforge/envs/task_keys.py): the key its `task_env` (with `task_env_options`) gives
+        the same seed, unchanged, so the tasks an agent trains on and those a plain run of that env holds out (or a
+        warm start trained on) are compared as the same content. None (see `task_key_note`) where it names none, or
+        one that does not key its tasks."""
+        if self._task_env is None:
+            self._task_env = self._build_task_env()
+        if self._task_env is None:
+            return None
+        return self._task_env.task_key(replace(task, env=str(self.options["task_env"])))
+
+    def _build_task_env(self) -> Any:
+        name = self.options["task_env"]
+        env_class = ENVS.get(str(name)) if name else None
+        if env_class is None or not callable(getattr(env_class, "task_key", None)) or name == AGENT_ENV:
+            self.task_key_note = (f"the agent's task_env {name!r} does not say what its tasks contain"
+                                  if name else "the agent names no task_env, so its tasks have no content to key")
+            return None
+        return env_class(**self.options["task_env_options"])
 
     def reset(self, task: Task) -> Observation:
         raise ConfigError("the `agent` env is played by its agent through the gateway, not stepped; it runs under "
@@ -68,5 +91,7 @@ class AgentEnv:
         return self.reset(Task(AGENT_ENV, 0))  # type: ignore[return-value]
 
     def close(self) -> None:
-        pass
+        if self._task_env is not None:
+            self._task_env.close()
+            self._task_env = None
 

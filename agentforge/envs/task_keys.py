@@ -15,7 +15,7 @@ id with a fixed map, TicTacToe): their tasks differ only in the sampling that pl
 too (held-out sets are then seeds, as before; a content split is impossible).
 
 Keys are cached on disk (`$AGENTFORGE_CACHE/task_keys`), per env, options and key version: a room's key costs a
-room generation (~4 ms at 6×6), and every run asks for the same held-out keys.
+room generation (~1-2 ms at 6×6), and every run asks for the same held-out keys.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agentforge.types import Task
 
 log = logging.getLogger("agentforge.envs.task_keys")
 
-KEY_VERSION = 1  # bump when any env's key changes meaning: cached keys of older versions are not read
+KEY_VERSION = 2  # bump when any env's key changes meaning: cached keys of older versions are not read
 PROBE_SEEDS = 12  # seeds of a split looked at to tell whether an env's start depends on the seed at all
 SAVE_EVERY = 512  # new keys between writes of the disk cache
 

@@ -11,8 +11,8 @@ builds that task's env with it (`envs/host.EnvHost`), so restarts, replays and b
 Eval tasks carry no options: they are played with the env's own options, the same held-out set at every eval.
 
 Two schedules:
-- `linear`: level k of n for the k-th n-th of the run's training tasks (by tasks drawn, so a resumed or
-  dynamically sampled run stays on schedule);
+- `linear`: level k of n for the k-th n-th of the run's training tasks (counted in tasks handed out, so a resumed
+  or dynamically sampled run stays on schedule, and seeds skipped as held-out content do not advance it);
 - `success`: the next level once the training success rate averaged over the last `window` iterations at this
   level reaches `promote_at` (it never steps back).
 """
@@ -93,6 +93,7 @@ class CurriculumSampler:
     total_tasks: int  # the run's training tasks (iterations x tasks per iteration): the linear schedule's length
     level: int = 0
     recent: list[float] = field(default_factory=list)  # training success at this level, last `window` iterations
+    handed: int = 0  # tasks handed out (the linear schedule's clock: seeds skipped as held out do not count)
 
     def __post_init__(self) -> None:
         if not self.settings.enabled:
@@ -110,11 +111,12 @@ class CurriculumSampler:
 
     def _linear_level(self) -> int:
         levels = len(self.settings.levels)
-        return min(levels - 1, self.inner.position * levels // self.total_tasks)
+        return min(levels - 1, self.handed * levels // self.total_tasks)
 
     def sample(self, count: int, options: tuple[tuple[str, Any], ...] = ()) -> list[Task]:
         if self.settings.schedule == "linear":
             self.level = self._linear_level()
+        self.handed += count
         # the level's option goes on the task before the held-out filter sees it: a room is keyed as it is played
         return self.inner.sample(count, ((str(self.settings.option), self.value),))
 
@@ -138,11 +140,13 @@ class CurriculumSampler:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.inner.state_dict(), "curriculum": {"level": self.level, "recent": list(self.recent)}}
+        return {**self.inner.state_dict(), "curriculum": {"level": self.level, "recent": list(self.recent),
+                                                          "handed": self.handed}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.inner.load_state_dict({k: v for k, v in state.items() if k != "curriculum"})
         saved = state.get("curriculum")
+        self.handed = int((saved or {}).get("handed", self.inner.position))  # older checkpoints: seeds drawn
         if saved is None:  # a checkpoint of a run without a curriculum: the schedule starts where its tasks are
             self.level = self._linear_level() if self.settings.schedule == "linear" else 0
             self.recent = []

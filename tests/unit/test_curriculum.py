@@ -31,6 +31,18 @@ def test_linear_levels_follow_the_share_of_training_tasks_drawn_on_the_same_seed
     assert curriculum.metrics() == {"train/curriculum_level": 2.0, "train/curriculum_value": 2.0}
 
 
+def test_the_linear_clock_counts_tasks_handed_out_not_seeds_skipped_as_held_out() -> None:
+    settings = CurriculumSettings.from_config({"option": "difficulty", "levels": [0, 1], "schedule": "linear"})
+    every_third = TaskSampler("reasoning_gym", admit=lambda task: task.seed % 3 == 0)  # two of three seeds held out
+    curriculum = CurriculumSampler(every_third, settings, total_tasks=4)
+    first, second = curriculum.sample(2), curriculum.sample(2)
+    assert [t.seed for t in first + second] == [0, 3, 6, 9] and every_third.position == 10
+    assert [t.options for t in first + second] == [(("difficulty", 0),)] * 2 + [(("difficulty", 1),)] * 2
+    resumed = CurriculumSampler(TaskSampler("reasoning_gym", admit=lambda task: task.seed % 3 == 0), settings, 4)
+    resumed.load_state_dict(CurriculumSampler(every_third, settings, 4, handed=2).state_dict())
+    assert resumed.handed == 2 and resumed.sample(1)[0].options == (("difficulty", 1),)
+
+
 def test_success_promotes_after_a_window_at_or_above_the_bar_and_never_past_the_top() -> None:
     curriculum = sampler("success", promote_at=0.75, window=2)
     assert curriculum.sample(1)[0].options == (("difficulty", 0),)

@@ -70,7 +70,7 @@ def test_training_streams_skip_held_out_content_and_record_what_they_trained_on(
 def test_a_stream_of_only_held_out_content_stops_with_a_clear_error():
     held_out = build_held_out(["toy"], {"test": 3, "eval": 3}, modulo_key(6), identity)
     training = TrainingFilter(modulo_key(6), identity, held_out.reserved())
-    with pytest.raises(ConfigError, match="too small for held-out sets"):
+    with pytest.raises(ConfigError, match="too few distinct tasks for held-out sets"):
         TaskSampler("toy", admit=training.admit).sample(1)
     assert training.skipped == MAX_CONSECUTIVE_SKIPS
 

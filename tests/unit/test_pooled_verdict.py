@@ -14,6 +14,7 @@ from agentforge.stats import paired_difference, seed_difference
 
 pytestmark = pytest.mark.unit
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pooled_verdict.py"
+SPLIT_EVAL = [sys.executable, str(SCRIPT), "--split", "eval"]  # these fixtures write eval-split outcomes
 
 
 def run_with(tmp_path: Path, name: str, outcomes: dict[str, dict[str, list[bool]]]) -> Path:
@@ -31,7 +32,7 @@ def test_two_seeds_pool_each_tasks_outcomes_and_pick_the_last_eval(tmp_path):
     b = run_with(tmp_path, "s1", {"0": {t: [i % 5 == 0] for i, t in enumerate(tasks)},
                                   "10": {t: [i % 3 == 0] for i, t in enumerate(tasks)}})
     out = tmp_path / "verdict.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", str(a), str(b), "--out", str(out)],
+    done = subprocess.run(SPLIT_EVAL + [str(a), str(b), "--out", str(out)],
                           capture_output=True, text=True, check=True)
     report = json.loads(out.read_text())
     expected = paired_difference({t: [i % 4 == 0, i % 5 == 0] for i, t in enumerate(tasks)},
@@ -48,7 +49,7 @@ def test_two_seeds_pool_each_tasks_outcomes_and_pick_the_last_eval(tmp_path):
 
 def test_an_eval_a_run_lacks_is_named_with_those_it_has(tmp_path):
     run = run_with(tmp_path, "s0", {"0": {"t": [True]}, "10": {"t": [True]}})
-    done = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", str(run), "--before", "base"], capture_output=True, text=True)
+    done = subprocess.run(SPLIT_EVAL + [str(run), "--before", "base"], capture_output=True, text=True)
     assert done.returncode != 0 and "has no eval 'base'; it has 0, 10" in done.stderr
 
 
@@ -62,7 +63,7 @@ def test_against_compares_two_methods_over_training_seeds_at_their_last_eval(tmp
                                             "30": {t: [i % (4 + s) == 0] for i, t in enumerate(tasks)}})
             for s in seeds]
     out = tmp_path / "verdict.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", *map(str, gigpo), "--against", *map(str, grpo),
+    done = subprocess.run(SPLIT_EVAL + [*map(str, gigpo), "--against", *map(str, grpo),
                            "--out", str(out)], capture_output=True, text=True, check=True)
     report = json.loads(out.read_text())
     expected = seed_difference([{t: [i % (4 + s) == 0] for i, t in enumerate(tasks)} for s in seeds],
@@ -78,6 +79,6 @@ def test_against_compares_two_methods_over_training_seeds_at_their_last_eval(tmp
 
 def test_against_needs_one_run_per_run_compared(tmp_path):
     run = run_with(tmp_path, "a", {"0": {"t": [True]}})
-    done = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", str(run), "--against", str(run), str(run)],
+    done = subprocess.run(SPLIT_EVAL + [str(run), "--against", str(run), str(run)],
                           capture_output=True, text=True)
     assert done.returncode != 0 and "one run per run compared" in done.stderr

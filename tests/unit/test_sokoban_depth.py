@@ -16,6 +16,7 @@ from agentforge.types import Task
 
 pytestmark = pytest.mark.unit
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sokoban_depth.py"
+SPLIT_EVAL = [sys.executable, str(SCRIPT), "--split", "eval"]  # these fixtures write eval-split outcomes
 ENV = {"name": "sokoban", "dim_room": [6, 6], "num_boxes": 1, "max_steps": 6, "num_gen_steps": 5}
 SEEDS = [1_000_000 + i for i in range(12)]
 
@@ -35,7 +36,7 @@ def test_rooms_are_bucketed_by_their_shortest_solution_and_paired_per_bucket(tmp
     (run / "config.yaml").write_text(yaml.safe_dump({"env": ENV}))
     (run / "summary.json").write_text(json.dumps({"eval_outcomes": evals}))
     out = tmp_path / "depth.json"
-    printed = subprocess.run([sys.executable, str(SCRIPT), "--split", "eval", str(run), "--out", str(out)], capture_output=True,
+    printed = subprocess.run(SPLIT_EVAL + [str(run), "--out", str(out)], capture_output=True,
                              text=True, check=True).stdout
     report = json.loads(out.read_text())
     assert report["evals"] == ["0", "20"]

@@ -112,3 +112,30 @@ def plain_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - omegaconf is a core dependency
         pass
     return {str(k): v for k, v in dict(kwargs).items()}
+
+
+SKIP = object()  # `plain_data`'s answer for a value that is not data (a dataset object, a method)
+
+
+def plain_data(value: Any) -> Any:
+    """A library's state as JSON-able data, for task keys: numpy arrays and scalars as lists and numbers, sets
+    sorted, dict keys as text; `SKIP` for anything else (its repr may hold a memory address, which changes per run)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    if isinstance(value, dict):
+        items = {str(plain_data(k)): plain_data(v) for k, v in value.items()}
+        return SKIP if any(v is SKIP for v in items.values()) else items
+    if isinstance(value, list | tuple | set | frozenset):
+        listed = [plain_data(v) for v in value]
+        if any(v is SKIP for v in listed):
+            return SKIP
+        return sorted(listed, key=repr) if isinstance(value, set | frozenset) else listed
+    return SKIP
+
+
+def plain_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields that are data (`plain_data`), by name; the others left out."""
+    out = {name: plain_data(value) for name, value in sorted(fields.items())}
+    return {name: value for name, value in out.items() if value is not SKIP}

@@ -12,6 +12,7 @@ nltk's `words` corpus) or a service (search, terminal, MCP tools) are refused at
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -20,6 +21,7 @@ from agentforge.envs.adapters.common import (
     bad_options,
     check_action_format,
     import_library,
+    plain_fields,
     plain_kwargs,
     unknown_id,
 )
@@ -94,6 +96,28 @@ def _params(spec: Any) -> list[str]:
     return [p for p in inspect.signature(cls).parameters if p not in ("self", "_", "kwargs", "args")]
 
 
+# GEM attributes that are not content: turn and reset counters, and the id `gem.make` stamps on every env
+NOT_CONTENT = ("turn_count", "idx", "env_id", "entry_point")
+
+
+def game_state(game: Any) -> Any:
+    """What a GEM env holds after `reset(seed)`, as plain data: a dataset env's row (question and answer: `rg:` ids
+    keep a row index and a reset counter beside it), else the game's public attributes (the secret, the board, the
+    settings), less what is not content (`NOT_CONTENT`)."""
+    data = getattr(game, "data", None)
+    if isinstance(data, dict) and "question" in data:
+        return [str(data["question"]), str(data.get("answer"))]
+    return plain_fields({name: value for name, value in vars(game).items()
+                         if not name.startswith("_") and name not in NOT_CONTENT})
+
+
+def _swaps_dataset_soon(game: Any) -> bool:
+    """GEM's dataset envs (`rg:` ids) draw a new dataset after `size` resets (seed + reset count), so a row would
+    depend on how many keys an env had made: the keying env is replaced before that."""
+    count, size = getattr(game, "idx", None), getattr(game, "size", None)
+    return isinstance(count, int) and isinstance(size, int) and count + 1 >= size
+
+
 @ENVS.register(NAME)
 class GemEnv:
     """A GEM env: the first observation states the task, later ones answer the agent's moves."""
@@ -114,8 +138,11 @@ class GemEnv:
         self.action_format = action_format
         self.success_reward = float(success_reward)
         self._rng = PrivateRng()
+        self._kwargs = plain_kwargs(kwargs)
         with self._rng.active():
-            self._env = make_gem(self.env_id, plain_kwargs(kwargs))
+            self._env = make_gem(self.env_id, self._kwargs)
+        self._key_env: Any = None  # task keys reset their own GEM env, never the episode's
+        self._key_rng = PrivateRng()
         self.done = True
 
     @classmethod
@@ -132,6 +159,19 @@ class GemEnv:
         self.done = False
         return Observation(text=str(obs), anchor=str(obs), admissible=None)
 
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the game's state after `reset(seed)` (`game_state`), not
+        the first observation's text, which some games vary with the seed alone (GuessTheNumber's instructions show
+        a random example guess). A game that draws its content later (Minesweeper's mines, at the first reveal)
+        starts every seed alike, and the keyer says so."""
+        self._key_rng.seed(task.seed)
+        with self._key_rng.active():
+            if self._key_env is None or _swaps_dataset_soon(self._key_env.unwrapped):
+                self._key_env = make_gem(self.env_id, self._kwargs)
+            self._key_env.reset(seed=task.seed)
+        state = game_state(self._key_env.unwrapped)
+        return f"{NAME}:{self.env_id}:" + json.dumps(state, sort_keys=True, ensure_ascii=False)
+
     def step(self, action: str) -> StepResult:
         if self.done:
             raise RuntimeError(f"this {self.env_id} episode is over (done=True); call reset() before stepping again")
@@ -145,6 +185,8 @@ class GemEnv:
                           won, out)
 
     def close(self) -> None:
-        close = getattr(self._env, "close", None)
-        if callable(close):
-            close()
+        for env in (self._env, self._key_env):
+            close = getattr(env, "close", None)
+            if callable(close):
+                close()
+        self._key_env = None

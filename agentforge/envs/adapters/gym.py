@@ -101,7 +101,8 @@ class GymEnv:
                    "(reaching a terminal state: CliffWalking's goal); info['is_success'] wins where an env sets it",
         "agent_marker": "the character the highlighted (agent's) cell of an ansi render is shown as",
         "map_per_seed": "FrozenLake ids only: a random n x n lake per task seed (gymnasium's generate_random_map(n, "
-                        "seed=task seed)), so train and eval seeds play different maps (null: the id's fixed map)",
+                        "seed=task seed); seeds differ, maps can repeat: the held-out filter keeps eval lakes out of "
+                        "training) (null: the id's fixed map)",
     }
 
     def __init__(self, id: str = "FrozenLake-v1", kwargs: dict[str, Any] | None = None,  # noqa: A002
@@ -137,6 +138,7 @@ class GymEnv:
         self.actions = [str(n) for n in names]
         self._index = {n.lower(): i for i, n in enumerate(self.actions)}
         self._ansi = self._env.render_mode == "ansi"
+        self._key_env: Any = None  # task keys reset their own gym env, never the episode's
         self.done = True
 
     @classmethod
@@ -159,6 +161,18 @@ class GymEnv:
         self.done = False
         self.steps = 0
         return self._observation(obs)
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): with `map_per_seed`, the lake (small lakes repeat: 152
+        distinct 4x4 lakes in 200 seeds); else the start the seed gives, as this adapter renders it plus the raw
+        observation (Taxi's render marks the passenger and destination only by colour, which the text drops; its
+        observation holds them). A fixed map starts every seed alike, and the keyer says so."""
+        if self.map_per_seed is not None:
+            return f"{NAME}:{self.env_id}:" + "/".join(self._map_kwargs(task.seed)["desc"])
+        if self._key_env is None:
+            self._key_env = make_gym(self.env_id, self._kwargs, self._max_steps)
+        obs, _ = self._key_env.reset(seed=task.seed)
+        return f"{NAME}:{self.env_id}:{obs!r}:" + self._render(self._key_env, obs)
 
     def step(self, action: str) -> StepResult:
         if self.done:
@@ -183,9 +197,15 @@ class GymEnv:
 
     def close(self) -> None:
         self._env.close()
+        if self._key_env is not None:
+            self._key_env.close()
+            self._key_env = None
+
+    def _render(self, env: Any, obs: Any) -> str:
+        return ansi_to_text(str(env.render()), self.agent_marker) if self._ansi else f"Observation: {obs}"
 
     def _observation(self, obs: Any) -> Observation:
-        text = ansi_to_text(str(self._env.render()), self.agent_marker) if self._ansi else f"Observation: {obs}"
+        text = self._render(self._env, obs)
         # the raw observation (FrozenLake's cell index) is the state; the render also shows the last action taken
         self._last = Observation(text=text, anchor=repr(obs), admissible=list(self.actions))
         return self._last

@@ -2,9 +2,11 @@
 
 reasoning-gym is procedural and single-turn: `create_dataset(task, seed, size, **config)[i]` is a question with its
 answer, `dataset.score_answer(answer, entry)` the verifier's score in [0, 1]. A task seed is the dataset's seed (one
-entry per seed), so train and eval seeds give disjoint question streams. `difficulty` sets every attribute of the
-task's curriculum to that level (reasoning-gym's own knobs; clipped per attribute at its highest level, as
-`set_global_level` does); `config` sets dataset fields directly and wins over the level.
+entry per seed). Train and eval seeds differ, but their questions need not: easy levels repeat questions
+(`basic_arithmetic` at difficulty 0: 776 distinct in 1000 seeds), so held-out content is kept out of training by
+the held-out filter on `task_key` (question and answer; agentforge/held_out.py), not by the seeds. `difficulty`
+sets every attribute of the task's curriculum to that level (reasoning-gym's own knobs; clipped per attribute at
+its highest level, as `set_global_level` does); `config` sets dataset fields directly and wins over the level.
 
 An episode is one answer (reward = the score, success = a score of at least `success_score`, 1.0: exactly right);
 `max_attempts` > 1 lets a wrong answer be retried with the feedback "incorrect" (an adapter extension: the library
@@ -14,6 +16,7 @@ itself scores one answer). The expert answers with the dataset's own answer (`tr
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -106,6 +109,13 @@ class ReasoningGymEnv:
         question = str(self.entry["question"])
         self._question = question
         return Observation(text=question, anchor=question, admissible=None)
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the question and the answer it is scored against, as
+        the seed's one-entry dataset gives them (~0.02 ms at basic_arithmetic), whatever seed drew them."""
+        _, entry = entry_for(self.task_name, task.seed, self.config)
+        return f"{NAME}:{self.task_name}:" + json.dumps([str(entry["question"]), str(entry["answer"])],
+                                                        ensure_ascii=False)
 
     def expert_answer(self) -> str:
         if self.entry is None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -37,6 +38,8 @@ from agentforge.envs.adapters.common import (
     bad_options,
     check_action_format,
     import_library,
+    plain_data,
+    plain_fields,
     plain_kwargs,
     unknown_id,
 )
@@ -203,6 +206,8 @@ class TextArenaEnv:
                               "(TicTacToe-v0, Nim-v0 ...) or drop opponent=self")
         self.opponent = make_opponent(str(opponent), str(opponent_model), int(opponent_max_new_tokens)) \
             if self.num_players > 1 and not self.self_play else None
+        self._key_env: Any = None  # task keys reset their own game, never the episode's
+        self._key_rng = PrivateRng()
         self.done = True
 
     def _probe_players(self) -> int:
@@ -243,6 +248,25 @@ class TextArenaEnv:
         self.done = False
         self.rewards: dict[int, float] = {}
         return self._observation()
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the game's `state.game_state` after `reset(num_players,
+        seed)` (the secret number, the board, the piles), who moves first, and the side the policy plays (`all` in
+        self-play). The opponent's moves are not in it: they are the sampling that plays a task, like the policy's.
+        A game whose start does not depend on the seed (TicTacToe's empty board) starts every seed alike, and the
+        keyer says so."""
+        self._key_rng.seed(task.seed)
+        with self._key_rng.active():
+            if self._key_env is None:
+                self._key_env = make_textarena(self.env_id, self._kwargs)
+            forget_earlier_games(self._key_env)  # its wrappers' logs would grow with every key
+            self._key_env.reset(num_players=self.num_players, seed=task.seed)
+        state = self._key_env.state
+        side = "all" if self.self_play else \
+            (task.seed % self.num_players if self.player_option == -1 else self.player_option)
+        content = {"game_state": plain_fields(dict(getattr(state, "game_state", None) or {})),
+                   "first": plain_data(getattr(state, "current_player_id", None)), "side": side}
+        return f"{NAME}:{self.env_id}:" + json.dumps(content, sort_keys=True, ensure_ascii=False)
 
     def step(self, action: str) -> StepResult:
         if self.done:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import queue
 import signal
 import threading
@@ -228,10 +229,23 @@ class VerifiersEnv:
             self._datasets[key] = data
         return self._datasets[key]
 
+    def row_for(self, task: Task) -> dict[str, Any]:
+        """The dataset row a task plays: seed modulo the split's dataset."""
+        data = self.dataset(task.split)
+        return dict(data[task.seed % len(data)])
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the row's prompt (each message's role and text) and
+        answer, not its index (`example_id`): a dataset that repeats a task, or an env whose eval set is its train
+        set, gives one key for it."""
+        row = self.row_for(task)
+        prompt = row.get("prompt", row.get("question"))
+        messages = [[_role(m), message_text(m)] for m in prompt] if isinstance(prompt, list) else str(prompt)
+        return f"{NAME}:{self.entry}:" + json.dumps([messages, str(row.get("answer", ""))], ensure_ascii=False)
+
     def reset(self, task: Task) -> Observation:
         self.close()
-        data = self.dataset(task.split)
-        row = dict(data[task.seed % len(data)])
+        row = self.row_for(task)
         self.row = row
         self._episode = _Episode(self.vf_env, row)
         self.done = False

@@ -12,7 +12,9 @@ actions give the same texts.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
 import warnings
 from collections.abc import Sequence
@@ -20,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentforge.envs.alfworld.gamefile import SKIP_OPTION, GameFileError, engine_errors, preload_translator
+from agentforge.envs.alfworld.gamefile import (
+    GAME_KEYS,
+    SKIP_OPTION,
+    GameFileError,
+    engine_errors,
+    preload_translator,
+)
 from agentforge.envs.alfworld.games import GameRecord, GameSet, game_set, parse_task_types
 from agentforge.envs.alfworld.task_types import short_name
 from agentforge.envs.base import ENVS, EXECUTABLE
@@ -95,6 +103,7 @@ class AlfWorldEnv:
         self.games = GameSet(str(data_source), parse_task_types(task_types), eval_split, test_split,
                              bool(skip_broken_games))
         self._broken: set[str] = set()  # game ids that failed to load (skipped when skip_broken_games)
+        self._keys: dict[tuple[str, str, str | None], str] = {}  # (split, game id, path) -> task key
         self._engine: Any = None
         self._loaded: str | None = None
         self._state: Any = None
@@ -131,6 +140,27 @@ class AlfWorldEnv:
                 message = f"skipping an ALFWorld game that does not load ({SKIP_OPTION}): {err}"
                 log.warning(message)
                 warnings.warn(message, stacklevel=2)
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): a hash of the game the task plays (its PDDL problem,
+        domain and grammar with the task sentence: what the engine builds the text world from), not its path or id,
+        so the same game copied into two folders or splits is one task. A game whose file does not read is skipped
+        as `reset` skips it (with skip_broken_games); one that reads but fails in the engine is keyed as itself."""
+        while True:
+            game = self.games.game_for(task, self._broken)
+            try:
+                return self.game_key(game)
+            except GameFileError:
+                if not self.games.skip_broken_games:
+                    raise
+                self._broken.add(game.game_id)
+
+    def game_key(self, game: GameRecord) -> str:
+        """A game's task key (hashed once per game: seeds cycle over a split's games)."""
+        where = (game.split, game.game_id, game.path)  # ids name a game within one split of one source
+        if where not in self._keys:
+            self._keys[where] = f"alfworld:{short_name(game.task_type)}:{game_digest(game.game_data())}"
+        return self._keys[where]
 
     def reset_to_game(self, game: GameRecord | str | Path) -> Observation:
         """Start an episode on a given game: a record, or a `game.tw-pddl` file / game folder in the real format.
@@ -218,6 +248,12 @@ class AlfWorldEnv:
     def _observation(self, text: str) -> Observation:
         admissible = [c for c in self._state["admissible_commands"] if c not in HIDDEN_COMMANDS]
         return Observation(text=text, anchor=text, admissible=admissible)
+
+
+def game_digest(game_data: dict[str, Any]) -> str:
+    """A content hash of a `game.tw-pddl`'s parts that make the world the agent plays (not its walkthrough)."""
+    parts = [str(game_data.get(key, "")) for key in GAME_KEYS]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
 def folder_game(path: Path) -> GameRecord:

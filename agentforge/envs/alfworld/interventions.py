@@ -210,6 +210,13 @@ class AlfWorldInterventionEnv:
     def reset(self, task: Task) -> Observation:
         return self.reset_to_case(self.case_for(task))
 
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the condition, the forbidden category and the game's
+        content hash (`AlfWorldEnv.task_key`), not the case's game id. Every split plays the one case list, so
+        this env's splits share all their content: an evaluation env, not one to train on."""
+        case = self.case_for(task)
+        return f"alfworld_intervention:{self.condition}:avoid-{case.category}:{self.env.game_key(self.game_for(case))}"
+
     def reset_to_case(self, case: InterventionCase, condition: str | None = None) -> Observation:
         """Start an episode on a case, under the env's condition unless another is given (the builder's checks)."""
         self._condition = check_condition(condition or self.condition)

@@ -39,7 +39,13 @@ from typing import Any, ClassVar
 
 from agentforge.envs.base import ENVS, EXECUTABLE
 from agentforge.envs.scienceworld.jvm import jvm_alive, jvm_pid, resolve_java_options, start_simulator, stop_simulator
-from agentforge.envs.scienceworld.tasks import pick_task, resolve_simplifications, resolve_task_names
+from agentforge.envs.scienceworld.tasks import (
+    pick_task,
+    read_all_variations,
+    resolve_simplifications,
+    resolve_task_names,
+    variations_known,
+)
 from agentforge.envs.scienceworld.text import observation_text
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.types import Observation, StepResult, Task
@@ -150,6 +156,15 @@ class ScienceWorldEnv:
     def task_variation(self, task: Task) -> tuple[str, int]:
         """The (task name, variation) a task plays (reads the package's variation split once per task)."""
         return pick_task(task, self.task_names, self.server)
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the package's task and variation it plays. Needs the
+        variation lists, which only the simulator gives: read once per process (`read_all_variations`), without
+        touching this env's own JVM or episode."""
+        if not variations_known(self.task_names):
+            read_all_variations(self.java_options, self.server_path)
+        name, variation = pick_task(task, self.task_names, None)
+        return f"scienceworld:{name}:{variation}"
 
     def reset(self, task: Task) -> Observation:
         name, variation = pick_task(task, self.task_names, self._fresh_server())

@@ -26,6 +26,7 @@ SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openCont
 
 _SPLITS: dict[str, dict[str, tuple[int, ...]]] = {}
 _SPLITS_LOCK = threading.Lock()
+_KEYING_LOCK = threading.Lock()  # one keying JVM at a time (env workers key on threads)
 
 
 def all_task_names() -> tuple[str, ...]:
@@ -85,6 +86,28 @@ def split_variations(server: Any, task_name: str) -> dict[str, tuple[int, ...]]:
                 "test": tuple(int(v) for v in server.getVariationsTest()),
             }
         return _SPLITS[task_name]
+
+
+def read_all_variations(java_options: str, server_path: str | None = None) -> None:
+    """Every task's variation lists, read through one simulator started for it and stopped after: what task keys
+    need (`pick_task` without an episode's JVM). All 30 tasks at once (~3 s after a ~1 s JVM start), so a process
+    starts at most one such JVM whichever task lists its envs name; an env that has played reads its own anyway."""
+    from agentforge.envs.scienceworld.jvm import start_simulator, stop_simulator
+
+    with _KEYING_LOCK:
+        missing = [name for name in all_task_names() if name not in _SPLITS]
+        if not missing:
+            return
+        simulator = start_simulator(java_options, server_path)
+        try:
+            for name in missing:
+                split_variations(simulator.server, name)
+        finally:
+            stop_simulator(simulator)
+
+
+def variations_known(task_names: Sequence[str]) -> bool:
+    return all(name in _SPLITS for name in task_names)
 
 
 def task_index(task: Task) -> int:

@@ -38,6 +38,11 @@ def parse_action(action: str) -> tuple[str, str] | None:
     return match.group(1).casefold(), " ".join(match.group(2).split())
 
 
+def question_key(question: str) -> str:
+    """A question as a task key holds it: casefolded, whitespace collapsed (the same question typed twice)."""
+    return " ".join(question.casefold().split())
+
+
 @ENVS.register("search_qa")
 class SearchQAEnv:
     """Answer the question; search the corpus first. Deterministic given the task and the actions."""
@@ -60,6 +65,7 @@ class SearchQAEnv:
         self.top_k = top_k
         self.max_turns = max_turns
         self.corpus: Corpus = load_corpus(data_dir, corpus_file)
+        self._questions: dict[str, list[Question]] = {}  # split -> its questions (the process-wide lists)
         self._question: Question | None = None
         self.turns_taken = 0
         self.done = False
@@ -67,10 +73,20 @@ class SearchQAEnv:
 
     # -- episode -------------------------------------------------------------------------------------------------
     def reset(self, task: Task) -> Observation:
+        return self.reset_to_question(self._question_for(task))
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): its question, case and whitespace normalised, so a
+        question a dataset repeats (in a split, or across splits: real QA sets do) is one task whatever its row."""
+        return "search_qa:" + question_key(self._question_for(task).question)
+
+    def _question_for(self, task: Task) -> Question:
         if task.split not in SPLIT_SEED_BASE:
             raise ConfigError(f"unknown split {task.split!r} for search_qa; valid splits: {', '.join(SPLIT_SEED_BASE)}")
-        questions = load_questions(task.split, self.data_dir)
-        return self.reset_to_question(questions[(task.seed - SPLIT_SEED_BASE[task.split]) % len(questions)])
+        if task.split not in self._questions:  # the shared cache resolves the folder on every call: ~0.5 ms
+            self._questions[task.split] = load_questions(task.split, self.data_dir)
+        questions = self._questions[task.split]
+        return questions[(task.seed - SPLIT_SEED_BASE[task.split]) % len(questions)]
 
     def reset_to_question(self, question: Question) -> Observation:
         """Start an episode on a given question (tests, hand-made tasks)."""

@@ -22,6 +22,7 @@ text mode does not show but which decide the reward.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, ClassVar
 
@@ -64,6 +65,12 @@ def goal_index(task: Task, split_size: int) -> int:
     return (task.seed - SPLIT_SEED_BASE[task.split]) % split_size
 
 
+def goal_key(goal: Goal) -> str:
+    """A goal as a task key holds it (JSON, so no field can run into the next)."""
+    return json.dumps([" ".join(goal.instruction_text.casefold().split()), sorted(goal.attributes),
+                       sorted(goal.options), goal.price_upper], ensure_ascii=False)
+
+
 @ENVS.register("webshop")
 class WebShopEnv:
     """Buy the product the instruction asks for. Deterministic given the task and the actions."""
@@ -98,10 +105,20 @@ class WebShopEnv:
 
     # -- episode -------------------------------------------------------------------------------------------------
     def reset(self, task: Task) -> Observation:
+        return self.reset_to_goal(self._goal_for(task))
+
+    def task_key(self, task: Task) -> str:
+        """The task's content (agentforge/envs/task_keys.py): the instruction as shown (case and whitespace
+        normalised) and what the reward checks against it: attributes, options and price limit. Not the target
+        asin: two goals written alike for two products read the same to the agent (the bundled catalog has one such
+        pair), and that is what a held-out set must keep out of training."""
+        return "webshop:" + goal_key(self._goal_for(task))
+
+    def _goal_for(self, task: Task) -> Goal:
         goals = self.catalog.split(task.split, self.split_scheme)
         if not goals:
             raise ConfigError(f"the WebShop catalog in {self.catalog.source} has no {task.split} goals")
-        return self.reset_to_goal(goals[goal_index(task, len(goals))])
+        return goals[goal_index(task, len(goals))]
 
     def reset_to_goal(self, goal: Goal) -> Observation:
         """Start an episode on a given goal (tests, hand-made tasks)."""
