@@ -88,12 +88,15 @@ def run_table(group: list[Result], labels: list[str]) -> list[str]:
         if all(key in r.evals() for r in group):
             lines.append(f"| {label} | " + " | ".join(rate_cell(r, key) for r in group) + " |")
     lines.append("| random floor (same tasks) | " + " | ".join(floor_cell(r) for r in group) + " |")
-    for label, key in (("warm start", "0"), ("shipped", "base"), ("random floor", "floor")):
+    comparisons = (("warm start", "0", end), ("shipped", "base", end), ("random floor", "floor", end),
+                   ("shipped", "base", "0"))
+    for label, key, after in comparisons:
         cells = []
         for r in group:
             before = r.floor() if key == "floor" else (r.outcomes(key) if key in r.evals() else None)
-            cells.append(verdict_cell(paired_difference(before, r.outcomes(end))) if before else "-")
-        lines.append(f"| paired: {label} → {end} | " + " | ".join(cells) + " |")
+            cells.append(verdict_cell(paired_difference(before, r.outcomes(after))) if before else "-")
+        shown = "warm start" if after == "0" else after
+        lines.append(f"| paired: {label} → {shown} | " + " | ".join(cells) + " |")
     lines.append("| wall time, whole run (training minutes) | " + " | ".join(
         f"{r.record['wall_seconds'] / 60:.1f} min ({minutes(r, end)})" for r in group) + " |")
     return lines
@@ -221,6 +224,49 @@ def _held_out(results: dict[str, Result]) -> list[str]:
     return held_out_table(results)
 
 
+def _headline(results: dict[str, Result]) -> list[str]:
+    """README's table: each claim in one row, on the test split, its seeds and verdicts over them."""
+    lines = ["| claim (recipe) | test tasks × training seeds | held-out success (mean over seeds) | verdicts |",
+             "| --- | --- | --- | --- |"]
+
+    def row(label: str, group: list[Result], versus: tuple[str, list[Result]] | None = None) -> None:
+        end = last_key(group[0])
+        mean = {k: sum(r.rate(k) for r in group) / len(group) for k in ("base", "0", end) if k in group[0].evals()}
+        floor = sum(sum(sum(v) for v in r.floor().values()) / len(r.floor()) for r in group) / len(group)
+        path = " → ".join(pct(mean[k]) for k in ("base", "0", end) if k in mean) + f" (random floor {pct(floor)})"
+        if len(group) == 1:  # one run: its own paired verdict (eval noise only)
+            gain = paired_difference(group[0].outcomes("0"), group[0].outcomes(end))
+        else:
+            gain = seed_difference([r.outcomes("0") for r in group], [r.outcomes(end) for r in group])
+        verdicts = [f"warm start → end: {verdict_cell(gain)}"]
+        if versus is not None:
+            name, other = versus
+            found = seed_difference([o.outcomes(end) for o in other], [r.outcomes(end) for r in group])
+            verdicts.append(f"against {name}: {verdict_cell(found)}")
+        lines.append(f"| {label} | {tasks_of(group[0])} × {len(group)} ({seeds_label(group)}) | shipped → warm "
+                     f"start → end: {path} | {'; '.join(verdicts)} |")
+
+    if "demo/sokoban_demo" in results:
+        row("`make demo` (`sokoban_demo`, one run: paired within it)", [results["demo/sokoban_demo"]])
+    gigpo, grpo = runs(results, "sokoban_positions/gigpo"), runs(results, "sokoban_positions/grpo")
+    if gigpo and grpo:
+        row("Sokoban, positions warm start, GiGPO (`gigpo_sokoban_positions`)", gigpo)
+        row("Sokoban, positions warm start, GRPO (`... algorithm=grpo`)", grpo, ("GiGPO", gigpo))
+    arithmetic = runs(results, "arithmetic/recipe")
+    if arithmetic:
+        row("reasoning-gym arithmetic, GRPO (`grpo_reasoning_gym_arithmetic`)", arithmetic)
+        for label, key in list(PER_HOUR_ROWS.items())[1:]:
+            group = runs(results, f"arithmetic/{key}")
+            if group:
+                row(f"arithmetic: {label}", group, ("the recipe", arithmetic))
+    frozen = runs(results, "frozenlake/grpo")
+    if frozen:
+        row("Gymnasium FrozenLake 4×4, GRPO (`grpo_gym_frozenlake`)", frozen)
+    if len(lines) == 2:
+        raise ValueError("no committed results")
+    return lines
+
+
 # The audit (issue 55): each setup's eval seeds as the docs ran them before content keys, against its training
 # streams as they drew seeds then (RL from seed 0, SFT from 500,000): how many eval tasks were training tasks.
 SOKOBAN_DEMO = {"dim_room": [6, 6], "num_boxes": 1, "max_steps": 6, "num_gen_steps": 5}
@@ -276,6 +322,7 @@ def _coverage(results: dict[str, Result]) -> list[str]:
 TABLES: dict[str, Callable[[dict[str, Result]], list[str]]] = {
     "demo": _demo, "sokoban-positions": _positions, "arithmetic": _arithmetic, "per-hour": _per_hour,
     "frozenlake": _frozenlake, "held-out": _held_out, "audit": _audit, "coverage": _coverage,
+    "headline": _headline,
 }
 
 

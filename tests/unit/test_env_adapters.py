@@ -65,11 +65,25 @@ def test_gym_success_rule_and_named_invalid_action() -> None:
     assert not any(r.won for r in results[:-1])
 
 
-def test_gym_map_per_seed_gives_held_out_lakes() -> None:
-    env = make_env("gym", {"kwargs": {"is_slippery": False}, "map_per_seed": 4})
-    maps = {env.reset(Task("gym", seed)).text for seed in (0, 1, 2, 1_000_000, 1_000_001)}
-    assert len(maps) >= 4
+def test_gym_map_per_seed_draws_a_lake_per_seed_and_held_out_lakes_are_distinct_and_never_trained_on() -> None:
+    """Seeds draw lakes, and small lakes repeat: held-out lakes are told apart by content (the lake), not by seed."""
+    from agentforge.envs.task_keys import digest, reserve_held_out
+    from agentforge.held_out import TrainingFilter
+    from agentforge.tasks import task_sampler
+
+    options = {"kwargs": {"is_slippery": False}, "map_per_seed": 4}
+    env = make_env("gym", options)
     assert env.reset(Task("gym", 7)).text == env.reset(Task("gym", 7)).text
+    lakes = [env.task_key(Task("gym", seed)) for seed in range(200)]
+    assert len(set(lakes)) < len(lakes)  # 4x4 lakes repeat across seeds: seeds alone do not hold lakes out
+    held_out, keyer = reserve_held_out("gym", options, reserve=16, use_cache=False)
+    evaluation, test = held_out.sets["eval"]["gym"], held_out.sets["test"]["gym"]
+    assert len(set(evaluation.digests)) == len(evaluation.digests) == 16
+    assert not set(evaluation.digests) & set(test.digests)
+    training = TrainingFilter(keyer.key, digest, held_out.reserved())
+    drawn = task_sampler("gym", options, "train", admit=training.admit).sample(300)
+    assert training.skipped > 0 and not {digest(keyer.key(t)) for t in drawn} & held_out.reserved()
+    keyer.close()
 
 
 def test_gym_refuses_bad_ids_options_and_spaces() -> None:
