@@ -185,7 +185,7 @@ def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:
 
 
 def build_held_out(cfg: DictConfig, wanted: dict[str, int], seed_offsets: dict[str, int] | None = None) -> Any:
-    """The run's held-out splits by content (agentforge/held_out.py): test, then eval, each at least
+    """The run's held-out splits by content (agentforge/tasks/held_out.py): test, then eval, each at least
     `held_out.reserve` distinct tasks (more where `wanted` asks), printed as requested vs distinct; and the keyer,
     which the caller closes. For `env=mix`, each member has its own sets."""
     from agentforge.envs.task_keys import reserve_held_out
@@ -200,8 +200,8 @@ def build_held_out(cfg: DictConfig, wanted: dict[str, int], seed_offsets: dict[s
 
 def build_training_streams(cfg: DictConfig, held_out: Any, keyer: Any) -> Any:
     """Every training stream of the run (RL tasks, curriculum, SFT and RFT warm starts) starts where the run seed
-    says and skips the reserved held-out content (agentforge/held_out.py)."""
+    says and skips the reserved held-out content (agentforge/tasks/held_out.py)."""
     from agentforge.envs.task_keys import digest
-    from agentforge.held_out import TrainingFilter, TrainingStreams
+    from agentforge.tasks.held_out import TrainingFilter, TrainingStreams
 
     return TrainingStreams(int(cfg.seed), TrainingFilter(keyer.key, digest, held_out.reserved()))

@@ -124,8 +124,8 @@ def eval_tasks(cfg: DictConfig, settings: EvalSettings) -> tuple[Any, list[Any]]
 
 def held_out_overlap(evaluator: Evaluator, split: str, source: CheckpointSource | None) -> dict[str, Any]:
     """How the eval's tasks were found (distinct by content) and how many of them the checkpoint's run trained on,
-    measured from the record its run wrote (agentforge/held_out.py; None where there is no record)."""
-    from agentforge.held_out import RECORD_FILE, earlier_training, overlap
+    measured from the record its run wrote (agentforge/tasks/held_out.py; None where there is no record)."""
+    from agentforge.tasks.held_out import RECORD_FILE, earlier_training, overlap
 
     held_out = evaluator.held_out
     if split == "train":

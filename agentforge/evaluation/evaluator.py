@@ -71,7 +71,7 @@ class Evaluator:
                  pool: Any, ctx: RolloutContext, workflow: Any, held_out: Any = None) -> None:
         self.settings, self.spec, self.seed, self.tasks = settings, spec, seed, tasks
         self.engine, self.pool, self.ctx, self.workflow = engine, pool, ctx, workflow
-        self.held_out = held_out  # the reserved held-out sets the tasks come from (agentforge/held_out.py)
+        self.held_out = held_out  # the reserved held-out sets the tasks come from (agentforge/tasks/held_out.py)
 
     @property
     def sampling(self) -> SamplingConfig:

@@ -145,7 +145,7 @@ SECTION_ROUTES = (
     "| `model` | `models/loading.py` (`resolve_model`) | a `ModelSpec` (path, dtype, name) |",
     "| `engine` | `engines/` (`make_engine`; `engines/replicas/` for `engine.replicas`) | the engine's own options, "
     "`kv_cache_space_gb: auto` and `logprobs_mode: auto` resolved from the run |",
-    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks.py` (the task samplers), `agent/prompts.py` (the "
+    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks/` (the task samplers, the held-out sets), `agent/prompts.py` (the "
     "template) | the env's name and options; the pool's keywords |",
     "| `agent` | `rollout/workflow.py` (`RolloutContext`) | an `AgentConfig` with its `SamplingConfig` |",
     "| `algorithm` | `algorithms/` (`make_algorithm`) | the algorithm's config class |",
@@ -161,6 +161,9 @@ SECTION_ROUTES = (
     "| `eval` | `evaluation/evaluator.py` (`Evaluator`, built by `build_evaluator`) | `EvalSettings`, with the model "
     "spec, the held-out tasks, the engine, the pool and the eval workflow built from the sections above |",
     "| `rollout` | `evaluation/rollout_command.py` (`agentforge rollout`: the command is its own layer) | its values |",
+    "| `held_out` | `builders.py` (`build_held_out`, `build_training_streams`) for train, sft, rft and eval | the "
+    "reserve: `envs/task_keys.py` keys the tasks, `held_out.py` builds the test and eval sets and the filter every "
+    "training stream draws through |",
 )
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",

@@ -33,7 +33,6 @@ from agentforge.builders import (
     without_name,
 )
 from agentforge.envs.pool import ensure_ray
-from agentforge.held_out import earlier_training
 from agentforge.learner import Learner
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.memory import check_memory_fit
@@ -42,6 +41,7 @@ from agentforge.reliability.reaper import start_reaper
 from agentforge.schema.groups import RFTSchema, SFTSchema, TrainerSchema
 from agentforge.schema.options import typed
 from agentforge.tasks import task_sampler
+from agentforge.tasks.held_out import earlier_training
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.config import (

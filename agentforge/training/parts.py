@@ -17,10 +17,10 @@ from agentforge.schema.groups import TrainerSchema
 if TYPE_CHECKING:
     from agentforge.engines.base import RolloutEngine
     from agentforge.envs.pool import EnvPool
-    from agentforge.held_out import HeldOut, TrainingStreams
     from agentforge.learner import Learner
     from agentforge.reliability.checkpoint import CheckpointManager
     from agentforge.rollout.workflow import RolloutContext
+    from agentforge.tasks.held_out import HeldOut, TrainingStreams
     from agentforge.tracking.tracker import RunTracker
     from agentforge.training.dynamic_sampling import DynamicSampling
     from agentforge.training.kl_reward import KLRewardPenalty
@@ -67,7 +67,7 @@ class TrainerParts:
     warm_start: WarmStart | None = None  # trainer.warm_start
     floor: Floor | None = None  # the random-admissible-action floor (trainer.eval_floor), None where there is none
     test_tasks: list[Task] | None = None  # trainer.test_tasks: the claim's tasks, evaluated at the start and the end
-    held_out: HeldOut | None = None  # the reserved held-out sets the tasks above come from (agentforge/held_out.py)
+    held_out: HeldOut | None = None  # the reserved held-out sets the tasks above come from (agentforge/tasks/held_out.py)
     streams: TrainingStreams | None = None  # what the training streams skip and record
     earlier_trained: set[str] | None = None  # a warm start's trained task digests, from its own run (model.init_from)
     closers: tuple[Callable[[], None], ...] = ()  # more to close at the end (the task keyer: saves its cache)

@@ -22,10 +22,10 @@ from typing import Any
 from omegaconf import DictConfig
 
 from agentforge.errors import ConfigError
-from agentforge.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.learner import Learner
 from agentforge.rollout.workflow import ProgressCallback, RolloutContext, RolloutWorkflow
 from agentforge.tasks import task_sampler
+from agentforge.tasks.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.tracking.progress import console
 from agentforge.training.sft import epoch_steps, run_sft_epochs
 from agentforge.types import Trajectory

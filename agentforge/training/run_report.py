@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.evaluation.summary import eval_row, floor_row, run_verdicts, summary_table, verdict, view_hint
-from agentforge.held_out import summary_record
+from agentforge.tasks.held_out import summary_record
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import console
 

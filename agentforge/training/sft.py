@@ -31,11 +31,11 @@ from agentforge.builders import (
 from agentforge.envs.agent import AGENT_ENV
 from agentforge.envs.base import make_env
 from agentforge.errors import ConfigError
-from agentforge.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.learner import Learner, LearnerConfig, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
 from agentforge.registry import Registry
 from agentforge.tasks import task_sampler
+from agentforge.tasks.held_out import TrainingStreams, earlier_training, run_record, write_record
 from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker

@@ -430,7 +430,7 @@ class Trainer:
         """How the held-out sets were built, what training skipped, and the overlap measured (held_out.json)."""
         if self.held_out is None or self.streams is None:
             return None
-        from agentforge.held_out import run_record, write_record
+        from agentforge.tasks.held_out import run_record, write_record
 
         record = run_record(self.held_out, self.streams, {"eval": self.eval_tasks, "test": self.test_tasks},
                             self.earlier_trained)

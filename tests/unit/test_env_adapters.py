@@ -68,8 +68,8 @@ def test_gym_success_rule_and_named_invalid_action() -> None:
 def test_gym_map_per_seed_draws_a_lake_per_seed_and_held_out_lakes_are_distinct_and_never_trained_on() -> None:
     """Seeds draw lakes, and small lakes repeat: held-out lakes are told apart by content (the lake), not by seed."""
     from agentforge.envs.task_keys import digest, reserve_held_out
-    from agentforge.held_out import TrainingFilter
     from agentforge.tasks import task_sampler
+    from agentforge.tasks.held_out import TrainingFilter
 
     options = {"kwargs": {"is_slippery": False}, "map_per_seed": 4}
     env = make_env("gym", options)

@@ -1,11 +1,12 @@
-"""Held-out sets by content (agentforge/held_out.py): de-duplicated, test before eval and disjoint from it, kept out
+"""Held-out sets by content (agentforge/tasks/held_out.py): de-duplicated, test before eval and disjoint from it, kept out
 of every training stream, the overlap measured rather than assumed. Keys here are plain functions of the seed (a
 task space of known size); the envs' own keys are tested in test_task_keys.py."""
 
 import pytest
 
 from agentforge.errors import ConfigError
-from agentforge.held_out import (
+from agentforge.tasks import SPLIT_SEED_BASE, TRAIN_STREAM_STRIDE, MixedTaskSampler, TaskSampler, task_sampler
+from agentforge.tasks.held_out import (
     MAX_CONSECUTIVE_SKIPS,
     TrainingFilter,
     TrainingStreams,
@@ -13,7 +14,6 @@ from agentforge.held_out import (
     held_out_set,
     run_record,
 )
-from agentforge.tasks import SPLIT_SEED_BASE, TRAIN_STREAM_STRIDE, MixedTaskSampler, TaskSampler, task_sampler
 
 pytestmark = pytest.mark.unit
 

@@ -19,8 +19,8 @@ import pytest
 
 from agentforge.envs.base import ENVS, make_env
 from agentforge.envs.task_keys import TaskKeyer, digest, reserve_held_out
-from agentforge.held_out import HeldOut, TrainingFilter
 from agentforge.tasks import SPLIT_SEED_BASE, TaskSampler, task_sampler
+from agentforge.tasks.held_out import HeldOut, TrainingFilter
 from agentforge.training.curriculum import CurriculumSampler, CurriculumSettings
 from agentforge.types import Observation, StepResult, Task
 

@@ -4,7 +4,7 @@ reasoning-gym is procedural and single-turn: `create_dataset(task, seed, size, *
 answer, `dataset.score_answer(answer, entry)` the verifier's score in [0, 1]. A task seed is the dataset's seed (one
 entry per seed). Train and eval seeds differ, but their questions need not: easy levels repeat questions
 (`basic_arithmetic` at difficulty 0: 776 distinct in 1000 seeds), so held-out content is kept out of training by
-the held-out filter on `task_key` (question and answer; agentforge/held_out.py), not by the seeds. `difficulty`
+the held-out filter on `task_key` (question and answer; agentforge/tasks/held_out.py), not by the seeds. `difficulty`
 sets every attribute of the task's curriculum to that level (reasoning-gym's own knobs; clipped per attribute at
 its highest level, as `set_global_level` does); `config` sets dataset fields directly and wins over the level.
 

@@ -2,7 +2,7 @@
 
 Seeds of the three splits come from disjoint ranges, but a seed range says nothing about content (two seeds can make
 the same room): held-out sets are de-duplicated by content and training streams skip held-out content
-(`agentforge.held_out`, through a sampler's `admit`). A run's seed moves its training streams
+(`agentforge.tasks.held_out`, through a sampler's `admit`). A run's seed moves its training streams
 (`TRAIN_STREAM_STRIDE`), so training runs of different seeds train on different tasks, not only with different
 sampling.
 """

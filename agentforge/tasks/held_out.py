@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.errors import ConfigError
-from agentforge.tasks import SPLIT_SEED_BASE
+from agentforge.tasks.sampling import SPLIT_SEED_BASE
 from agentforge.types import Task
 
 KeyFn = Callable[[Task], str]
