@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentforge.evaluation.results import export_result
+from agentforge.evaluation.results import code_state, export_result
 
 
 def main() -> None:
@@ -26,10 +26,12 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--note", default="")
     parser.add_argument("--wall", type=float, default=None, help="wall seconds of an existing run (no rerun)")
+    parser.add_argument("--commit", default=None, help="the commit an existing run ran (default: the one checked out)")
     parser.add_argument("overrides", nargs="*", help="the train command's key=value overrides")
     args = parser.parse_args()
     command = "agentforge train " + " ".join(shlex.quote(o) for o in args.overrides)
     wall = args.wall
+    code = (args.commit, False) if args.commit else code_state()
     if not (args.run_dir / "summary.json").is_file():
         started = time.perf_counter()
         agentforge = Path(sys.executable).parent / "agentforge"
@@ -39,7 +41,7 @@ def main() -> None:
             raise SystemExit(f"{command} failed ({done.returncode}); see {args.run_dir}/console.log")
     elif wall is None:
         raise SystemExit(f"{args.run_dir} is finished: give its wall time with --wall to export it again")
-    path = export_result(args.run_dir, args.name, command, float(wall), args.note)
+    path = export_result(args.run_dir, args.name, command, float(wall), args.note, code=code)
     print(f"{args.name}: {wall / 60:.1f} min -> {path}")
 
 

@@ -232,8 +232,10 @@ def _headline(results: dict[str, Result]) -> list[str]:
     def row(label: str, group: list[Result], versus: tuple[str, list[Result]] | None = None) -> None:
         end = last_key(group[0])
         mean = {k: sum(r.rate(k) for r in group) / len(group) for k in ("base", "0", end) if k in group[0].evals()}
-        floor = sum(sum(sum(v) for v in r.floor().values()) / len(r.floor()) for r in group) / len(group)
-        path = " → ".join(pct(mean[k]) for k in ("base", "0", end) if k in mean) + f" (random floor {pct(floor)})"
+        path = " → ".join(pct(mean[k]) for k in ("base", "0", end) if k in mean)
+        if all(r.floor() for r in group):  # envs that list no admissible actions have no floor
+            floors = [[won for v in r.floor().values() for won in v] for r in group]
+            path += f" (random floor {pct(sum(sum(f) / len(f) for f in floors) / len(floors))})"
         if len(group) == 1:  # one run: its own paired verdict (eval noise only)
             gain = paired_difference(group[0].outcomes("0"), group[0].outcomes(end))
         else:

@@ -75,9 +75,16 @@ def training_minutes(run: Path) -> dict[str, float]:
     return out
 
 
+def code_state() -> tuple[str, bool]:
+    """The commit checked out and whether the code (agentforge/, recipes/, conf/) differs from it: taken when a run
+    starts, so a result names the code that made it."""
+    return _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "agentforge", "recipes", "conf"))
+
+
 def export_result(run: Path, name: str, command: str, wall_seconds: float, note: str = "",
-                  folder: Path = RESULTS_DIR) -> Path:
-    """Write `docs/results/<name>.json` from a finished run dir (see the module docstring)."""
+                  folder: Path = RESULTS_DIR, code: tuple[str, bool] | None = None) -> Path:
+    """Write `docs/results/<name>.json` from a finished run dir (see the module docstring); `code`: the commit and
+    whether the code had uncommitted changes when the run started (default: now)."""
     from omegaconf import OmegaConf
 
     from agentforge.hardware import describe
@@ -86,10 +93,10 @@ def export_result(run: Path, name: str, command: str, wall_seconds: float, note:
     cfg = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"), resolve=True)
     summary = json.loads((run / "summary.json").read_text())
     hardware = describe()
+    commit, dirty = code or code_state()
     record = {
         "name": name, "command": command, "note": note,
-        "commit": _git("rev-parse", "HEAD"), "uncommitted_changes": bool(_git("status", "--porcelain", "agentforge",
-                                                                               "recipes", "conf")),
+        "commit": commit, "uncommitted_changes": dirty,
         "machine": {k: hardware[k] for k in ("cpu_model", "cpu_kind", "torch_cpu_capability", "cores", "torch")},
         "dtype": (cfg.get("hardware") or {}).get("dtype") or cfg["model"].get("dtype"),
         "wall_seconds": round(float(wall_seconds), 1), "phase_seconds": phase_seconds(run),
