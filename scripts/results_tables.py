@@ -105,17 +105,24 @@ def run_table(group: list[Result], labels: list[str]) -> list[str]:
 def over_seeds_table(methods: dict[str, list[Result]]) -> list[str]:
     """Each method's gain over its warm start (and the floor) at the end, over training seeds."""
     lines = ["| method (training seeds) | warm start → end, per seed | over training seeds: warm start → end | "
-             "random floor → end, over training seeds |", "| --- | --- | --- | --- |"]
+             "shipped → end | random floor → end |", "| --- | --- | --- | --- | --- |"]
     for name, group in methods.items():
         end = last_key(group[0])
         per_seed = " / ".join(f"{pct(r.rate('0'))} → {pct(r.rate(end))}" for r in group)
-        gain = seed_difference([r.outcomes("0") for r in group], [r.outcomes(end) for r in group])
-        floors = [r.floor() for r in group]
-        over_floor = "-"
-        if all(floors):
-            over_floor = verdict_cell(seed_difference(floors, [r.outcomes(end) for r in group]))
-        lines.append(f"| {name} ({seeds_label(group)}) | {per_seed} | {verdict_cell(gain)} | {over_floor} |")
+        cells = [verdict_cell(over_seeds(group, key, end)) if all(over_seeds_possible(r, key) for r in group) else "-"
+                 for key in ("0", "base", "floor")]
+        lines.append(f"| {name} ({seeds_label(group)}) | {per_seed} | {' | '.join(cells)} |")
     return lines
+
+
+def over_seeds_possible(result: Result, key: str) -> bool:
+    return bool(result.floor()) if key == "floor" else key in result.evals()
+
+
+def over_seeds(group: list[Result], key: str, end: str) -> SeedDifference:
+    """From eval `key` (or the random floor) to `end`, over the group's training seeds."""
+    before = [r.floor() if key == "floor" else r.outcomes(key) for r in group]
+    return seed_difference(before, [r.outcomes(end) for r in group])
 
 
 def versus_table(methods: dict[str, list[Result]], baseline: str) -> list[str]:
@@ -236,11 +243,16 @@ def _headline(results: dict[str, Result]) -> list[str]:
         if all(r.floor() for r in group):  # envs that list no admissible actions have no floor
             floors = [[won for v in r.floor().values() for won in v] for r in group]
             path += f" (random floor {pct(sum(sum(f) / len(f) for f in floors) / len(floors))})"
-        if len(group) == 1:  # one run: its own paired verdict (eval noise only)
-            gain = paired_difference(group[0].outcomes("0"), group[0].outcomes(end))
-        else:
-            gain = seed_difference([r.outcomes("0") for r in group], [r.outcomes(end) for r in group])
-        verdicts = [f"warm start → end: {verdict_cell(gain)}"]
+        verdicts = []
+        for start, key in (("warm start", "0"), ("shipped", "base"), ("random floor", "floor")):
+            if not all(over_seeds_possible(r, key) for r in group):
+                continue
+            if len(group) == 1:  # one run: its own paired verdict (eval noise only)
+                before = group[0].floor() if key == "floor" else group[0].outcomes(key)
+                found = paired_difference(before, group[0].outcomes(end))
+            else:
+                found = over_seeds(group, key, end)
+            verdicts.append(f"{start} → end: {verdict_cell(found)}")
         if versus is not None:
             name, other = versus
             found = seed_difference([o.outcomes(end) for o in other], [r.outcomes(end) for r in group])
