@@ -21,7 +21,8 @@ from typing import Any
 from agentforge.evaluation.run_outcomes import Outcomes, run_floor, run_outcomes
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
-PHASES = ("time/warm_start", "time/rollout", "time/update", "time/sync", "time/eval", "time/base_eval", "time/test")
+PHASES = ("time/warm_start", "time/rollout", "time/update", "time/sync", "time/eval", "time/base_eval", "time/test",
+          "time/test_base")
 
 
 def encode(outcomes: Outcomes, tasks: list[str]) -> str:

@@ -314,8 +314,10 @@ class Trainer:
                 first.update({k.replace("eval/", "base/"): v for k, v in base.items() if k.startswith("eval/")})
                 first["time/base_eval"] = base["time/eval"]
             # the claim's "model as given" row: on test whenever the run has one (eval_before is the eval split's)
-            first.update({k.replace("test/", "test_base/"): v for k, v in self.test("base", progress).items()
-                          if k.startswith("test/")})
+            base_test = self.test("base", progress)
+            first.update({k.replace("test/", "test_base/"): v for k, v in base_test.items() if k.startswith("test/")})
+            if base_test:
+                first["time/test_base"] = base_test["time/test"]
             started = time.perf_counter()
             first.update(self.warm_start(progress))
             self.clock["train_seconds"] += time.perf_counter() - started
