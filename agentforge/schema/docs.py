@@ -145,7 +145,8 @@ SECTION_ROUTES = (
     "| `model` | `models/loading.py` (`resolve_model`) | a `ModelSpec` (path, dtype, name) |",
     "| `engine` | `engines/` (`make_engine`; `engines/replicas/` for `engine.replicas`) | the engine's own options, "
     "`kv_cache_space_gb: auto` and `logprobs_mode: auto` resolved from the run |",
-    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks/` (the task samplers, the held-out sets), `agent/prompts.py` (the "
+    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks/` (the task samplers, the held-out sets), "
+    "`agent/prompts.py` (the "
     "template) | the env's name and options; the pool's keywords |",
     "| `agent` | `rollout/workflow.py` (`RolloutContext`) | an `AgentConfig` with its `SamplingConfig` |",
     "| `algorithm` | `algorithms/` (`make_algorithm`) | the algorithm's config class |",

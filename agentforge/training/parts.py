@@ -67,7 +67,7 @@ class TrainerParts:
     warm_start: WarmStart | None = None  # trainer.warm_start
     floor: Floor | None = None  # the random-admissible-action floor (trainer.eval_floor), None where there is none
     test_tasks: list[Task] | None = None  # trainer.test_tasks: the claim's tasks, evaluated at the start and the end
-    held_out: HeldOut | None = None  # the reserved held-out sets the tasks above come from (agentforge/tasks/held_out.py)
+    held_out: HeldOut | None = None  # the reserved held-out sets the tasks above come from (tasks/held_out.py)
     streams: TrainingStreams | None = None  # what the training streams skip and record
     earlier_trained: set[str] | None = None  # a warm start's trained task digests, from its own run (model.init_from)
     closers: tuple[Callable[[], None], ...] = ()  # more to close at the end (the task keyer: saves its cache)
