@@ -1,6 +1,6 @@
 """Held-out sets by content (agentforge/tasks/held_out.py): de-duplicated, test before eval and disjoint from it,
-kept out of every training stream, the overlap measured rather than assumed. Keys here are plain functions of the seed (a
-task space of known size); the envs' own keys are tested in test_task_keys.py."""
+kept out of every training stream, the overlap measured rather than assumed. Keys here are plain functions of the
+seed (a task space of known size); the envs' own keys are tested in test_task_keys.py."""
 
 import pytest
 
