@@ -225,6 +225,51 @@ def _frozenlake(results: dict[str, Result]) -> list[str]:
     return [*run_table(group, labels), "", *over_seeds_table({"GRPO": group}), "", machine_line(group)]
 
 
+DEPTHS = ("1 move", "2 moves", "3+ moves")
+ENV_KEYS = ("dim_room", "num_boxes", "max_steps", "num_gen_steps", "p_change_directions")
+
+
+def room_depths(result: Result) -> dict[str, str]:
+    """Each test room's shortest solution (the BFS solver), bucketed, rebuilt from the run's env options."""
+    from agentforge.envs.sokoban import SokobanEnv
+    from agentforge.envs.sokoban_solver import solve
+    from agentforge.types import Task
+
+    env = SokobanEnv(**{k: result.record["env"][k] for k in ENV_KEYS if k in result.record["env"]})
+    out = {}
+    for key in result.record["splits"]["test"]["tasks"]:
+        name, split, seed = key.split(":")[:3]
+        env.reset(Task(name, int(seed), split))
+        plan = solve(env)
+        out[key] = "unsolved by BFS" if plan is None else DEPTHS[min(len(plan), 3) - 1]
+    return out
+
+
+def _sokoban_depth(results: dict[str, Result]) -> list[str]:
+    """Success by how far each test room is from solved, per method pooled over its seeds: does it plan?"""
+    methods = {"GiGPO": runs(results, "sokoban_positions/gigpo"), "GRPO": runs(results, "sokoban_positions/grpo")}
+    if not all(methods.values()):
+        raise ValueError("the Sokoban positions runs are not committed")
+    depths = room_depths(next(iter(methods.values()))[0])
+    rooms = {d: [k for k, v in depths.items() if v == d] for d in DEPTHS}
+    lines = ["| test rooms by shortest solution | rooms | random floor | " + " | ".join(
+        f"{name}: warm start → end (pooled over seeds {seeds_label(group)})" for name, group in methods.items()) + " |",
+             "| --- | --- | --- |" + " --- |" * len(methods)]
+    for depth, keys in rooms.items():
+        if not keys:
+            continue
+        cells = []
+        for group in methods.values():
+            end = last_key(group[0])
+            start = [won for r in group for k in keys for won in r.outcomes("0")[k]]
+            finish = [won for r in group for k in keys for won in r.outcomes(end)[k]]
+            cells.append(f"{pct(sum(start) / len(start))} → {pct(sum(finish) / len(finish))}")
+        floor = [won for r in next(iter(methods.values())) for k in keys for won in (r.floor() or {}).get(k, [])]
+        shown = pct(sum(floor) / len(floor)) if floor else "-"
+        lines.append(f"| {depth} | {len(keys)} | {shown} | {' | '.join(cells)} |")
+    return lines
+
+
 def _held_out(results: dict[str, Result]) -> list[str]:
     if not results:
         raise ValueError("no committed results")
@@ -336,7 +381,7 @@ def _coverage(results: dict[str, Result]) -> list[str]:
 TABLES: dict[str, Callable[[dict[str, Result]], list[str]]] = {
     "demo": _demo, "sokoban-positions": _positions, "arithmetic": _arithmetic, "per-hour": _per_hour,
     "frozenlake": _frozenlake, "held-out": _held_out, "audit": _audit, "coverage": _coverage,
-    "headline": _headline,
+    "headline": _headline, "sokoban-depth": _sokoban_depth,
 }
 
 
