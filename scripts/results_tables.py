@@ -182,7 +182,8 @@ def held_out_table(results: dict[str, Result]) -> list[str]:
 
 def machine_line(group: list[Result]) -> str:
     machines = {(r.record["machine"]["cpu_model"], r.record["machine"]["cpu_kind"], r.record["dtype"]) for r in group}
-    commits = sorted({r.record["commit"][:7] for r in group})
+    commits = sorted({r.record["commit"][:7] + (" with uncommitted changes" if r.record.get("uncommitted_changes")
+                                                 else "") for r in group})
     text = "; ".join(f"{cpu} ({kind}), {dtype}" for cpu, kind, dtype in sorted(machines))
     return (f"Machine: {text}. Commit {', '.join(commits)}; per-task outcomes: docs/results/ "
             f"({', '.join(r.name for r in group)}).")

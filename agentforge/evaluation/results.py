@@ -56,14 +56,15 @@ def _git(*args: str) -> str:
 
 
 def phase_seconds(run: Path) -> dict[str, float]:
-    """Each phase's seconds summed over the run's metrics (warm start, rollout, update, sync, evals)."""
-    totals = dict.fromkeys(PHASES, 0.0)
+    """Each phase's seconds summed over the run's metrics (warm start, rollout, update, sync, evals); a phase the
+    run never logged is left out rather than shown as 0 s."""
+    totals: dict[str, float] = {}
     for line in (run / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         for key in PHASES:
             if isinstance(row.get(key), int | float):
-                totals[key] += float(row[key])
-    return {k: round(v, 1) for k, v in totals.items()}
+                totals[key] = totals.get(key, 0.0) + float(row[key])
+    return {k: round(totals[k], 1) for k in PHASES if k in totals}
 
 
 def training_minutes(run: Path) -> dict[str, float]:
