@@ -133,12 +133,17 @@ def submit(script: Path) -> str:
 
 def launch_slurm(args: list[str]) -> int:
     """The command: check, render into the run dir, then submit or (`--dry-run`) print."""
+    from agentforge.errors import ConfigProblems
     from agentforge.schema.compose import compose_config
+    from agentforge.schema.overrides import override_problems
 
     options, overrides, dry_run = split_launch_args(args)
     if not any(o.split("=", 1)[0] == "recipe" for o in overrides):
         raise ConfigError("agentforge launch slurm needs recipe=<name> (as `agentforge train` would run it)")
     hydra_args = [o for o in overrides if o.startswith(("hydra.", "hydra/"))]
+    problems, _ = override_problems(["command=train", *(o for o in overrides if o not in hydra_args)])
+    if problems:  # every mistake at once, as `agentforge train` says them (exit 2), never Hydra's traceback
+        raise ConfigProblems(problems)
     cfg = compose_config(["command=train", *(o for o in overrides if o not in hydra_args)])
     extra = derived_overrides(cfg, options, overrides)
     if extra:
