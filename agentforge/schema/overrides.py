@@ -64,7 +64,7 @@ def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, str, list[str]]:
     node: Any = cfg
     parts = dotted.split(".")
     for i, part in enumerate(parts):
-        if not OmegaConf.is_dict(node) or part not in node.keys():  # `in node` is False for a required ??? key
+        if not OmegaConf.is_dict(node) or part not in list(node.keys()):  # `in node`: False for a ??? key
             parent = ".".join(parts[:i]) or "config"
             keys = list(node.keys()) if OmegaConf.is_dict(node) else []
             return False, parent, part, [str(k) for k in keys]
