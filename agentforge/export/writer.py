@@ -1,11 +1,12 @@
-"""Write a checkpoint as a self-contained Hugging Face folder: weights (LoRA merged by peft, or the adapter with its
-base named), tokenizer with its chat template, generation_config.json with the run's sampling, a model card and
-`agentforge_export.json` (what it came from).
+"""Write a checkpoint as a self-contained Hugging Face folder: weights (LoRA merged as the learner merged it, or the
+adapter with its base named), tokenizer with its chat template, generation_config.json with the run's sampling, a
+model card and `agentforge_export.json` (what it came from).
 
-Merging: the base is loaded in fp32, the adapter merged with peft's `merge_and_unload`, and the result cast to the
-dtype asked. That is W + scale·B·A computed in fp32 and rounded once, the same numbers the learner's own export
-(`agentforge.learner.lora.merged_lora_weights`) pushes into the trainer's engine, so the exported model generates
-what the trainer's engine generated on that checkpoint (tested token for token, both engines).
+Merging: as the learner merged for the trainer's engine (`merged_as_trained`): the base in the learner's dtype,
+W + scale·B·A in fp32, rounded once to that dtype, then cast to the dtype asked (by default the checkpoint's
+own). The export therefore holds, tensor for tensor, the weights `eval checkpoint=` and the trainer's engine
+ran, also when a bf16 run trained on a base stored in fp32, and generates the same tokens (tested, both
+engines, fp32 and bf16).
 """
 
 from __future__ import annotations
@@ -83,10 +84,7 @@ def _write_model(info: RunInfo, out: Path, dtype: str) -> str:
 
     source = info.source
     if source.lora:
-        from peft import PeftModel
-
-        base = AutoModelForCausalLM.from_pretrained(info.base_model, dtype=torch.float32)
-        model = PeftModel.from_pretrained(base, str(source.weights_dir)).merge_and_unload()
+        model = merged_as_trained(info)
         how = f"LoRA merged into {info.base_model}"
     else:
         model = AutoModelForCausalLM.from_pretrained(source.weights_dir, dtype=torch.float32)
@@ -95,6 +93,29 @@ def _write_model(info: RunInfo, out: Path, dtype: str) -> str:
     model.config.dtype = torch_dtype(dtype)
     model.save_pretrained(out)
     return how
+
+
+def merged_as_trained(info: RunInfo) -> Any:
+    """The base with the adapter merged as the learner merged it for the trainer's engine: the base in the learner's
+    dtype (a base stored in fp32 is rounded to bf16 first, as the learner loaded it), W + scale·B·A in fp32, rounded
+    once (`load_checkpoint_weights`, the code `eval checkpoint=` uses). Merging onto the fp32 base instead gives
+    other numbers in every adapted projection when the run trained in bf16."""
+    from dataclasses import replace
+
+    from transformers import AutoModelForCausalLM
+
+    from agentforge.evaluation.checkpoint_source import load_checkpoint_weights
+
+    source = replace(info.source, base_model=str(info.base_model))
+    weights = dict(load_checkpoint_weights(source, fallback_base=str(info.base_model)))
+    model = AutoModelForCausalLM.from_pretrained(info.base_model, dtype=torch_dtype(source.dtype))
+    result = model.load_state_dict(weights, strict=False)
+    tied = {name for name in result.missing_keys if name.endswith("lm_head.weight")}
+    if result.unexpected_keys or set(result.missing_keys) - tied:
+        raise ExportError(f"{source.weights_dir}: the merged weights do not fit {info.base_model} (missing "
+                          f"{sorted(set(result.missing_keys) - tied)[:3]}, unexpected {result.unexpected_keys[:3]}); "
+                          "is base= the model the run trained?")
+    return model
 
 
 def _write_adapter(info: RunInfo, out: Path, dtype: str) -> str:
