@@ -4,6 +4,9 @@ Conversation history (`agent.history=conversation`) extends a prompt instead of 
 `continuation_ids` gives the ids that follow a sampled response (the rest of its assistant block, then a user
 message and the generation prompt), rendered from the tokenizer's own chat template. Only those template pieces and
 the new user text are encoded; the earlier prompt and the sampled ids are kept as they are.
+
+Message text is encoded as text (`agentforge.models.control_text`): an observation that holds a control token's
+string (an env echoing the model's `<|im_end|><|im_start|>user`) cannot forge a turn boundary in the prompt.
 """
 
 from __future__ import annotations
@@ -12,12 +15,18 @@ from functools import lru_cache
 from typing import Any
 
 from agentforge.errors import ConfigError
+from agentforge.models.control_text import control_text
 
 SENTINEL = "\u2063agentforge-turn\u2063"  # stands for a response's content while the template's pieces are found
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Apply the tokenizer's chat template with the generation prompt and return plain token ids."""
+    """Apply the tokenizer's chat template with the generation prompt and return plain token ids; control-token
+    strings inside the messages stay text."""
+    text = control_text(tokenizer)
+    if any(text.holds_controls(str(m.get("content") or "")) for m in messages):
+        escaped = [{**m, "content": text.escape(str(m.get("content") or ""))} for m in messages]
+        return text.encode_marked(tokenizer.apply_chat_template(escaped, tokenize=False, add_generation_prompt=True))
     out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
     if hasattr(out, "keys"):  # some tokenizers still return a BatchEncoding
         out = out["input_ids"]
@@ -58,5 +67,5 @@ def continuation_ids(tokenizer: Any, response_ids: list[int], user_text: str) ->
         ending = tokenizer.decode([response_ids[-1]], skip_special_tokens=False)
         if ending and int(response_ids[-1]) in set(tokenizer.all_special_ids) and assistant_tail.startswith(ending):
             assistant_tail = assistant_tail[len(ending):]  # the sampled stop token already closes the block
-    text = assistant_tail + user_head + user_text + user_tail
-    return [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+    text = control_text(tokenizer)
+    return text.encode_marked(assistant_tail + user_head + text.escape(user_text) + user_tail)

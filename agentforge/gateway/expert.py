@@ -64,17 +64,19 @@ class ExpertReplier:
 
     def reply(self, session: Session, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Completion:
         message = expert_message(self.expert(self.task_of(session), messages, tools), self.name)
-        text = self.assistant_text(messages, tools, message)
-        ids = [*self.renderer.encode(text), self.stop_id]
+        marked = self.assistant_marked(messages, tools, message)
+        text = self.renderer.restore(marked)
+        ids = [*self.renderer.encode_marked(marked), self.stop_id]
         return Completion(token_ids=ids, logprobs=[0.0] * len(ids), text=text, finish_reason="stop",
                           forced_mask=[False] * len(ids))
 
-    def assistant_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                       message: dict[str, Any]) -> str:
+    def assistant_marked(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                         message: dict[str, Any]) -> str:
         """What the model writes for `message` after the generation prompt, as the chat template renders it (its
-        own tool format), up to the end-of-turn token."""
-        prompt = self.renderer.render(messages, tools, generation_prompt=True)
-        full = self.renderer.render([*messages, message], tools, generation_prompt=False)
+        own tool format), up to the end-of-turn token; the messages' control-token strings as markers, so the block
+        is cut at the template's own end-of-turn token, never at one the expert's text holds."""
+        prompt = self.renderer.render_marked(messages, tools, generation_prompt=True)
+        full = self.renderer.render_marked([*messages, message], tools, generation_prompt=False)
         if not full.startswith(prompt):
             raise ConfigError("the chat template does not render an assistant reply as a continuation of the "
                               "generation prompt; expert replies cannot be rendered for it")

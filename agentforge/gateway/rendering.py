@@ -14,12 +14,10 @@ that stopped on `<|im_end|>` needs only the `\\n`; one cut by `max_tokens` needs
 A request that matches no earlier call (an edited or truncated history) is rendered from scratch and flagged
 (`reencoded`, with the reason): trained as the engine saw it, and counted.
 
-Message text is encoded as text: a control token's string (`<|im_end|>`, `<|im_start|>`) inside a message, a tool
-definition or a tool call is encoded as the characters it is, never as the control token (a tool result must not be
-able to forge a turn boundary in what is trained). How: such strings are replaced by markers before rendering; the
-rendered prompt is cut at the template's own control tokens (ids), and each piece between them, markers restored, is
-encoded with the tokenizer's `split_special_tokens=True`. A prompt without such strings is encoded exactly as before
-(one `encode` of the rendering). `special_tokens="control"` keeps the old behaviour (they become control tokens).
+Message text is encoded as text (`agentforge.models.control_text`, shared with the agent loop): a control token's
+string (`<|im_end|>`, `<|im_start|>`) inside a message, a tool definition or a tool call is encoded as the
+characters it is, never as the control token (a tool result must not be able to forge a turn boundary in what is
+trained). `special_tokens="control"` keeps the old behaviour (they become control tokens).
 """
 
 from __future__ import annotations
@@ -33,10 +31,10 @@ from typing import Any
 from agentforge.errors import ConfigError
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.tools import render_tool_calls, tool_prompt
+from agentforge.models.control_text import control_text
 
 SENTINEL = "\u2063agentforge-sentinel\u2063"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-MARK, MARK_END = "\ue000", "\ue001"  # (private-use characters) a control token's string inside message text
 SPECIAL_TOKENS = ("text", "control")
 
 
@@ -125,17 +123,8 @@ class ChatRenderer:
         self.native_tools = "tools" in (tokenizer.chat_template or "")
         self.special_ids = set(tokenizer.all_special_ids)
         self.escape_specials = special_tokens == "text"
-        decoder = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-        controls = {str(t.content): int(i) for i, t in decoder.items() if getattr(t, "special", False)}
-        controls.update({str(t): int(i) for t, i in zip(tokenizer.all_special_tokens, tokenizer.all_special_ids,
-                                                        strict=True)})
-        self.controls = controls  # control token string -> id
-        self._table = [MARK, *sorted(controls, key=len, reverse=True)]  # marker index -> the string it stands for
-        self._index = {text: k for k, text in enumerate(self._table)}
-        self._escape = re.compile("|".join(re.escape(t) for t in self._table))
-        self._firsts = {t[0] for t in self._table}
-        self._control = re.compile("(" + "|".join(re.escape(t) for t in self._table[1:]) + ")") if controls else None
-        self._marker = re.compile(re.escape(MARK) + r"(\d+)" + re.escape(MARK_END))
+        self.text = control_text(tokenizer)
+        self.controls = self.text.controls  # control token string -> id
         self._bytes: dict[int, bytes] = {}
         self._byte_decoder: dict[str, int] | None = None
         if "ByteLevel" in str(getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", "")):
@@ -147,39 +136,15 @@ class ChatRenderer:
     def escape(self, value: Any) -> Any:
         """`value` (a string, or strings inside lists and dicts) with control-token strings (and the marker
         character itself) replaced by markers; unchanged under special_tokens="control"."""
-        if not self.escape_specials:
-            return value
-        if isinstance(value, str):
-            if not any(c in value for c in self._firsts) or self._escape.search(value) is None:
-                return value
-            return self._escape.sub(lambda m: f"{MARK}{self._index[m.group(0)]}{MARK_END}", value)
-        if isinstance(value, (list, dict)):  # (tools, tool-call arguments: one look at their JSON first)
-            if self._escape.search(json.dumps(value, ensure_ascii=False)) is None:
-                return value
-            if isinstance(value, list):
-                return [self.escape(v) for v in value]
-            return {self.escape(k): self.escape(v) for k, v in value.items()}
-        return value
+        return self.text.escape(value) if self.escape_specials else value
 
     def restore(self, marked: str) -> str:
         """The text a marked rendering stands for."""
-        if MARK not in marked:
-            return marked
-        return self._marker.sub(lambda m: self._table[int(m.group(1))], marked)
+        return self.text.restore(marked)
 
     def encode_marked(self, marked: str) -> list[int]:
-        """Ids of a marked rendering: the template's control tokens as ids, everything between them encoded as text
-        (markers restored); a rendering without markers is one plain encode."""
-        if MARK not in marked or self._control is None:
-            return self.encode(marked)
-        ids: list[int] = []
-        for k, piece in enumerate(self._control.split(marked)):
-            if k % 2:
-                ids.append(self.controls[piece])
-            elif piece:
-                ids.extend(int(t) for t in self.tokenizer.encode(self.restore(piece), add_special_tokens=False,
-                                                                split_special_tokens=True))
-        return ids
+        """Ids of a marked rendering: the template's control tokens as ids, everything between them as text."""
+        return self.text.encode_marked(marked)
 
     # ---------------------------------------------------------------------------------------- rendering
     def template_messages(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -219,7 +184,7 @@ class ChatRenderer:
 
     def encode(self, text: str) -> list[int]:
         """Plain text → ids, control-token strings as control tokens (a template's own text, a raw prompt)."""
-        return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+        return self.text.encode(text)
 
     def fresh(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], why: str | None = None) -> PromptBuild:
         marked = self.render_marked(messages, tools, generation_prompt=True)
