@@ -207,7 +207,8 @@ def preload_tcmalloc(args: list[str]) -> None:
         return
     preload = ":".join(p for p in (library, os.environ.get("LD_PRELOAD", "")) if p)
     env = {**os.environ, "LD_PRELOAD": preload, PRELOAD_ENV: "0"}
-    os.execve(sys.executable, [sys.executable, "-m", "agentforge.cli", *args], env)
+    # -P: never the working directory first on sys.path (a stray agentforge/ there must not run in its place)
+    os.execve(sys.executable, [sys.executable, "-P", "-m", "agentforge.cli", *args], env)
 
 
 SHORTHANDS = {"eval": {"split": "eval.split"}}  # `agentforge eval split=test` = `eval.split=test`

@@ -34,7 +34,7 @@ def start_reaper() -> int | None:
         return None
     _started_for = os.getpid()
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "agentforge.reliability.reaper", str(os.getpid())],
+        [sys.executable, "-P", "-m", "agentforge.reliability.reaper", str(os.getpid())],  # -P: not the cwd first
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True,
     )

@@ -30,7 +30,7 @@ async def run(task: Any, base_url: str, api_key: str) -> dict[str, Any]:
 
     episode = SearchTask(task)  # the task's question, and the verifier behind `answer`
     options = task.env_options
-    args = ["-m", "agentforge.gateway.examples.mcp_search_server", "--top-k", str(options.get("top_k", 3))]
+    args = ["-P", "-m", "agentforge.gateway.examples.mcp_search_server", "--top-k", str(options.get("top_k", 3))]
     if options.get("data_dir"):
         args += ["--data-dir", str(options["data_dir"])]
     client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, http_client=http_client())
