@@ -132,8 +132,42 @@ def check_options(o: SlurmOptions) -> None:
     if o.image is not None and not (o.image.endswith((".sif", ".simg")) or "://" in o.image or Path(o.image).exists()):
         problems.append(f"image={o.image!r} is neither an Apptainer image file (.sif) nor a URI (docker://...); "
                         "build one with `apptainer build agentforge.sif docker-daemon://agentforge:gpu`")
+    problems += directive_problems(o)
     if problems:
         raise ConfigError("agentforge launch slurm: invalid options:\n  - " + "\n  - ".join(problems))
+
+
+# what an #SBATCH line may hold: a control character (a newline) would end the line and start a shell line; a space
+# ends the option for sbatch's parser
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def directive_problems(o: SlurmOptions) -> list[str]:
+    """The values rendered into `#SBATCH` lines and the script, checked: no control characters, no spaces where
+    sbatch would cut the option."""
+    problems = []
+    texts = {k: getattr(o, k) for k in ("partition", "account", "time", "constraint", "mem", "image", "run_dir")}
+    texts.update({f"extra_sbatch[{i}]": line for i, line in enumerate(o.extra_sbatch)})
+    for key, value in texts.items():
+        if value is None:
+            continue
+        if CONTROL.search(str(value)):
+            problems.append(f"{key}={value!r} holds a control character (a newline would add a shell line to the "
+                            "job script); remove it")
+        elif key not in ("image", "run_dir") and not key.startswith("extra_sbatch") and any(c.isspace() for c in value):
+            problems.append(f"{key}={value!r} holds a space; Slurm's {key} values have none")
+    return problems
+
+
+def path_problems(label: str, path: Path) -> list[str]:
+    """A path that goes into `#SBATCH --chdir/--output`: sbatch cuts an option at whitespace."""
+    text = str(path)
+    if CONTROL.search(text):
+        return [f"{label} {text!r} holds a control character; choose a path without one"]
+    if any(c.isspace() for c in text):
+        return [f"{label} {text!r} holds a space, which sbatch's #SBATCH --chdir/--output cannot take; choose a "
+                f"path without spaces (run_dir=...), or launch from a directory without them"]
+    return []
 
 
 def time_limit_seconds(text: str) -> int | None:

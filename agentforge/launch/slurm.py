@@ -18,7 +18,7 @@ import jinja2
 from omegaconf import DictConfig
 
 from agentforge.errors import AgentforgeError, ConfigError
-from agentforge.launch.options import SlurmOptions, split_launch_args
+from agentforge.launch.options import CONTROL, SlurmOptions, path_problems, split_launch_args
 
 TEMPLATE = "ray_cluster.sbatch.j2"
 SCRIPT_NAME = "job.sbatch"
@@ -104,6 +104,7 @@ def render(options: SlurmOptions, overrides: list[str], run_dir: Path, workdir: 
     train_args = [*overrides, "hydra.run.dir=$RUN_DIR", "resume=auto"]
     quoted = " ".join(a if a == "hydra.run.dir=$RUN_DIR" else shlex.quote(a) for a in train_args)
     quoted = quoted.replace("hydra.run.dir=$RUN_DIR", '"hydra.run.dir=$RUN_DIR"')
+    shown = " ".join(shlex.quote(a) for a in [*overrides, f"hydra.run.dir={run_dir}", "resume=auto"])
     if bin_prefix is None:  # the venv this launch runs from (on a shared filesystem), or the image's PATH
         bin_prefix = "" if options.image else str(Path(sys.executable).parent) + "/"
     run_in = ""
@@ -111,7 +112,8 @@ def render(options: SlurmOptions, overrides: list[str], run_dir: Path, workdir: 
         nv = "--nv " if options.gpus_per_node else ""
         run_in = f"apptainer exec {nv}--bind {shlex.quote(str(run_dir))} {shlex.quote(options.image)}"
     return env.get_template(TEMPLATE).render(
-        o=options, run_dir=str(run_dir), workdir=str(workdir), overrides=quoted, overrides_text=" ".join(train_args),
+        o=options, run_dir=str(run_dir), workdir=str(workdir), overrides=quoted,
+        trainer_line=f"trainer: agentforge train {shown}",
         bin_prefix=bin_prefix, run_in=run_in, object_store_bytes=int(options.object_store_gb * 1024**3),
         rendered_at=f"{dt.datetime.now():%Y-%m-%d %H:%M:%S}", script_path=str(run_dir / SCRIPT_NAME),
         engine_gpus=engine_gpus,
@@ -155,6 +157,11 @@ def launch_slurm(args: list[str]) -> int:
     workdir = Path.cwd()
     run_dir = Path(options.run_dir or default_run_dir())
     run_dir = run_dir if run_dir.is_absolute() else (workdir / run_dir)
+    problems = [*path_problems("the working directory", workdir), *path_problems("run_dir", run_dir),
+                *[f"override {o!r} holds a control character (a newline would add a shell line to the job script)"
+                  for o in overrides if CONTROL.search(o)]]
+    if problems:
+        raise ConfigProblems(problems)
     text = render(options, [*overrides, *extra], run_dir, workdir, engine_gpus=engine_gpus(cfg, options))
     if dry_run:
         print(text, end="")

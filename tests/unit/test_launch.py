@@ -3,6 +3,7 @@ The real runs are in tests/slurm/ (`make test-slurm`)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -80,3 +81,47 @@ def test_rendered_script_is_valid_bash_with_the_launch_in_it(tmp_path: Path) -> 
     script = tmp_path / "job.sbatch"
     script.write_text(text)
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+HOSTILE = ["$(touch PWNED_DOLLAR)", "`touch PWNED_TICK`", 'say "hi"; touch PWNED_SEMI', "a b  c"]
+
+
+def test_hostile_override_values_are_logged_literally_and_never_run(tmp_path: Path) -> None:
+    """Overrides reach the script only quoted: `bash -n` passes, and the rendered log line, run, prints them as
+    written and executes nothing."""
+    overrides = ["recipe=debug", *(f"logger.run_name={value}" for value in HOSTILE)]
+    run_dir = tmp_path / "runs" / "job"
+    text = render(SlurmOptions(), overrides, run_dir, tmp_path, bin_prefix="/opt/venv/bin/")
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    log_line = next(line for line in text.splitlines() if line.startswith("log ") and "trainer:" in line)
+    shown = subprocess.run(["bash", "-c", 'log() { printf "%s\\n" "$*"; }; ' + log_line], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout
+    for value in HOSTILE:
+        assert value in shown or shlex.quote(f"logger.run_name={value}") in shown
+    assert f"hydra.run.dir={run_dir}" in shown
+    assert not list(tmp_path.glob("PWNED*"))
+    assert '"${BIN}agentforge" train' in text and '"${BIN}ray" start' in text
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["partition=gpu\ntouch PWNED"], "holds a control character"),
+    (["account=a b"], "holds a space"),
+    (["extra_sbatch=[--qos=high\rx]"], "holds a control character"),
+    (["run_dir=/tmp/a\nb"], "holds a control character"),
+])
+def test_launch_options_that_would_break_a_directive_are_refused(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        split_launch_args(args)
+
+
+def test_a_run_dir_with_spaces_or_a_newline_in_an_override_is_refused_with_exit_2(tmp_path, capsys, monkeypatch):
+    from agentforge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "slurm", "recipe=debug", f"run_dir={tmp_path / 'my runs'}", "--dry-run"]) == 2
+    assert "holds a space" in capsys.readouterr().err
+    assert main(["launch", "slurm", "recipe=debug", "logger.project=a\nb", "--dry-run"]) == 2  # Hydra's grammar
+    assert capsys.readouterr().err.startswith("agentforge: config error")
+    assert not list(tmp_path.glob("PWNED*"))
