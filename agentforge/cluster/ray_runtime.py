@@ -45,6 +45,20 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
+MIN_RAY = (2, 52)  # the first Ray with token authentication (RAY_AUTH_MODE=token)
+
+
+def check_ray_version(version: str) -> None:
+    """Refuse a Ray that would start without token auth: it would accept anyone's calls, and those run code."""
+    from agentforge.errors import ConfigError
+
+    parts = [int(p) for p in version.split(".")[:2] if p.isdigit()]
+    if tuple(parts) < MIN_RAY:
+        raise ConfigError(f"Ray {version} has no token authentication, so its runtime would run anyone's calls; "
+                          f"agentforge needs Ray >= {'.'.join(map(str, MIN_RAY))}: pip install 'ray>="
+                          f"{'.'.join(map(str, MIN_RAY))}' (or make setup)")
+
+
 def enable_token_auth() -> str:
     """Turn Ray's token auth on for this process and the processes it starts, unless the user chose a mode.
 
@@ -100,6 +114,7 @@ def ensure_ray(num_cpus: int | None = None) -> None:
 
     if ray.is_initialized():
         return
+    check_ray_version(ray.__version__)
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**kwargs)

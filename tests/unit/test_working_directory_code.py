@@ -1,5 +1,6 @@
-"""The processes agentforge starts with `python -m` never run code from the working directory (issue 57, item 4):
-a stray `agentforge/` package in the directory a user starts a run from must not be imported in place of ours."""
+"""Code runs only from where it should (issue 57, item 4): the processes agentforge starts with `python -m` never
+import from the working directory (a stray `agentforge/` there must not run in place of ours), and a Ray that would
+accept calls without a token is refused."""
 
 from __future__ import annotations
 
@@ -42,3 +43,16 @@ def test_the_tcmalloc_re_exec_keeps_the_working_directory_off_sys_path(monkeypat
     monkeypatch.setattr(os, "execve", lambda path, argv, env: calls.append(argv))
     cli.preload_tcmalloc(["train", "recipe=debug"])
     assert calls and calls[0][1:4] == ["-P", "-m", "agentforge.cli"]
+
+
+@pytest.mark.parametrize(("version", "refused"), [("2.40.0", True), ("2.51.9", True), ("2.52.0", False),
+                                                   ("2.60.0", False), ("3.0.0.dev0", False)])
+def test_a_ray_without_token_auth_is_refused_naming_the_fix(version, refused):
+    from agentforge.cluster.ray_runtime import check_ray_version
+    from agentforge.errors import ConfigError
+
+    if refused:
+        with pytest.raises(ConfigError, match=r"pip install 'ray>=2\.52'"):
+            check_ray_version(version)
+    else:
+        check_ray_version(version)
