@@ -12,7 +12,9 @@ engines, fp32 and bf16).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,9 +60,13 @@ def export_model(info: RunInfo, out: Path, dtype: str | None = None, adapter_onl
         raise ExportError(f"adapter_only=true: {source.path} holds full weights, not a LoRA adapter (the run trained "
                           "without learner.lora.enabled); export it without adapter_only")
     dtype = dtype or source.dtype
-    partial = out.with_name(f".partial-{out.name}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a fresh folder of our own beside `out` (same filesystem: the rename below is atomic); nothing that exists is
+    # ever removed, only what this export created
+    partial = Path(tempfile.mkdtemp(prefix=f".partial-{out.name}-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    partial.chmod(0o777 & ~umask)  # mkdtemp's 0700 would follow the folder: a model folder as mkdir makes it
     try:
         how = _write_adapter(info, partial, dtype) if adapter_only else _write_model(info, partial, dtype)
         tokenizer = _write_tokenizer(info, partial)

@@ -6,6 +6,7 @@ adapter made non-zero so that every adapted projection carries a delta."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ from agentforge.types import SamplingConfig
 pytestmark = pytest.mark.integration
 
 GREEDY = SamplingConfig(temperature=0.0, max_new_tokens=16)
+
+
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +62,13 @@ def test_the_export_of_a_bf16_lora_run_is_the_policy_the_trainer_ran(bf16_lora_c
     from agentforge.models.loading import ModelSpec
 
     out = tmp_path / "export"
+    mine = tmp_path / ".partial-export"  # a folder of the user's with the name the export once used and deleted
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
     result = export_model(locate(str(bf16_lora_checkpoint)), out)
+    assert (mine / "notes.txt").read_text() == "keep"  # an export removes only what it created
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".partial-export", "export"]
+    assert out.stat().st_mode & 0o777 == 0o777 & ~current_umask()
     assert result.meta["dtype"] == "bfloat16"  # the checkpoint's own dtype by default
     source = resolve_checkpoint(bf16_lora_checkpoint)
     pushed = dict(load_checkpoint_weights(source, fallback_base=str(tiny_model_dir)))
