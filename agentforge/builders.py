@@ -45,9 +45,15 @@ def without_name(node: Any) -> dict[str, Any]:
 
 def prepare_run_dir(cfg: DictConfig, run_dir: Path | None = None) -> Path:
     """Create the run folder and write the resolved config into it (what every command's run starts with)."""
+    from agentforge.tracking.redact import redact, redact_hydra_files
+
     run_dir = run_dir or Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    cleaned = redact(resolved)  # secrets (api keys, tokens) never land in the run's records
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True) if cleaned == resolved
+                                         else OmegaConf.to_yaml(OmegaConf.create(cleaned)))
+    redact_hydra_files(run_dir)
     return run_dir
 
 

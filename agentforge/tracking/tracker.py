@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.errors import require
+from agentforge.tracking.redact import redact
 from agentforge.tracking.trajectories import (
     TABLE_COLUMNS,
     iteration_files,
@@ -42,7 +43,7 @@ class RunTracker:
                 project=logger_cfg.get("project", "agentforge"),
                 dir=str(run_dir),
                 mode=logger_cfg.get("wandb_mode", "offline"),
-                config=config,
+                config=redact(config),  # the run's config without its secrets (tracking/redact.py)
                 name=logger_cfg.get("run_name") or run_dir.name,
                 resume="allow" if resume else None,
                 id=logger_cfg.get("run_id") or _stable_run_id(run_dir),
