@@ -39,6 +39,7 @@ class AgentEnv:
         "host": "the gateway's address (127.0.0.1: this machine only)",
         "port": "the gateway's port (0: a free one)",
         "model_name": "the model id the gateway serves (/v1/models)",
+        "max_body_mb": "a request body over this many MiB is refused (413) while it streams in",
         "special_tokens": "how control-token strings (e.g. `<|im_end|>`) inside message text are encoded: text (as "
                           "chat servers do: tool output cannot forge turn boundaries) | control (the old behaviour)",
     }
@@ -47,19 +48,23 @@ class AgentEnv:
                  task_env_options: dict[str, Any] | None = None, verifier: str | None = None,
                  expert: str | None = None, timeout: float = 300.0,
                  max_calls: int = 16, batch_window_s: float = 0.2, host: str = "127.0.0.1", port: int = 0,
-                 model_name: str = "agentforge-policy", special_tokens: str = "text") -> None:
+                 model_name: str = "agentforge-policy", special_tokens: str = "text",
+                 max_body_mb: float = 16.0) -> None:
         if timeout <= 0:
             raise ConfigError(f"agent env timeout={timeout}: must be > 0 seconds")
         if max_calls < 1:
             raise ConfigError(f"agent env max_calls={max_calls}: must be >= 1")
         if batch_window_s < 0:
             raise ConfigError(f"agent env batch_window_s={batch_window_s}: must be >= 0")
+        if not max_body_mb > 0:
+            raise ConfigError(f"agent env max_body_mb={max_body_mb}: must be > 0")
         if special_tokens not in ("text", "control"):
             raise ConfigError(f"agent env special_tokens={special_tokens!r}: must be text or control")
         self.options = dict(entry=entry, task_env=task_env, task_env_options=dict(task_env_options or {}),
                             verifier=verifier, expert=expert,
                             timeout=timeout, max_calls=max_calls, batch_window_s=batch_window_s,
-                            host=host, port=port, model_name=model_name, special_tokens=special_tokens)
+                            host=host, port=port, model_name=model_name, special_tokens=special_tokens,
+                            max_body_mb=max_body_mb)
         self._task_env: Any = None  # built on the first task key only: the agent itself builds what it needs
         self.task_key_note = ""
 

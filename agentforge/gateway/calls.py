@@ -38,6 +38,7 @@ log = logging.getLogger("agentforge.gateway")
 FINISH = {"stop": "stop", "length": "length", "abort": "stop"}
 RETRY_COUNT = "x-stainless-retry-count"  # the openai SDKs number their attempts: 0, then 1, 2 ... on retries
 IDEMPOTENCY_KEY = "idempotency-key"
+MAX_STOPS, MAX_STOP_CHARS = 16, 1000  # stop strings a request may send (OpenAI takes 4)
 
 
 def is_int(value: Any) -> bool:
@@ -46,9 +47,15 @@ def is_int(value: Any) -> bool:
 
 def check_number(body: dict[str, Any], key: str, low: float, high: float) -> None:
     value = body.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value) or not low <= value <= high):
-        raise RequestError(f"{key}={value!r} must be a number in [{low:g}, {high:g}] (or absent)", key)
+    if value is None:
+        return
+    try:  # (a 4000-digit integer is valid JSON and too large for a float)
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or not low <= number <= high:
+        shown = value if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise RequestError(f"{key}={shown} must be a number in [{low:g}, {high:g}] (or absent)", key)
 
 
 def check_flag(body: dict[str, Any], key: str) -> bool:
@@ -85,7 +92,10 @@ def request_sampling(body: dict[str, Any], base: SamplingConfig) -> SamplingConf
     stop = body.get("stop")
     stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
-        raise RequestError(f"stop={body.get('stop')!r} must be a string or a list of strings", "stop")
+        raise RequestError(f"stop={str(body.get('stop'))[:80]!r} must be a string or a list of strings", "stop")
+    if len(stop) > MAX_STOPS or any(len(s) > MAX_STOP_CHARS for s in stop):
+        raise RequestError(f"stop: at most {MAX_STOPS} strings of at most {MAX_STOP_CHARS} characters each (got "
+                           f"{len(stop)}, the longest {max(map(len, stop), default=0)})", "stop")
     return replace(base, max_new_tokens=max_new, stop=[*base.stop, *(s for s in stop if s)])
 
 
@@ -93,7 +103,8 @@ def request_identity(body: dict[str, Any], headers: Mapping[str, str] | None) ->
     """(the body as canonical JSON, whether the client marked the request a retry, its idempotency key)."""
     headers = headers or {}
     count = str(headers.get(RETRY_COUNT, "0")).strip()
-    return (json.dumps(body, sort_keys=True, ensure_ascii=False), count.isdigit() and int(count) > 0,
+    retried = count.isascii() and count.isdigit() and count.strip("0") != ""  # (no int(): 5000 digits raise)
+    return (json.dumps(body, sort_keys=True, ensure_ascii=False), retried,
             headers.get(IDEMPOTENCY_KEY) or None)
 
 

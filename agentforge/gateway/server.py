@@ -24,6 +24,7 @@ import logging
 import secrets
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,15 +38,23 @@ from agentforge.gateway.errors import RequestError
 from agentforge.gateway.sessions import SessionRegistry
 
 log = logging.getLogger("agentforge.gateway")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def http_url(host: str, port: int) -> str:
+    """`http://host:port`, an IPv6 address in brackets (`http://[::1]:8000`)."""
+    return f"http://[{host}]:{port}" if ":" in host and not host.startswith("[") else f"http://{host}:{port}"
 SESSION_HEADER = "x-session-id"
+MAX_BODY_BYTES = 16 * 1024**2  # a request body over this is refused (413) while it streams in
 
 
 class GatewayServer:
     """uvicorn serving the gateway's FastAPI app in a daemon thread."""
 
     def __init__(self, registry: SessionRegistry, handler: CallHandler, host: str = "127.0.0.1", port: int = 0,
-                 max_concurrency: int = 512) -> None:
+                 max_concurrency: int = 512, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.registry, self.handler, self.host = registry, handler, host
+        self.max_body_bytes = int(max_body_bytes)
         self.token = secrets.token_urlsafe(24)
         self.executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="agentforge-gateway")
         self._server = self._build_server(port)
@@ -61,7 +70,7 @@ class GatewayServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return http_url(self.host, self.port)
 
     def base_url(self, session_id: str) -> str:
         return f"{self.url}/sessions/{session_id}/v1"
@@ -70,6 +79,22 @@ class GatewayServer:
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _read_body(self, request: Request) -> bytes:
+        """The body, refused (413) as soon as it passes `max_body_bytes`: a 2 GB request never reaches memory."""
+        limit = self.max_body_bytes
+        too_large = RequestError(f"the request body is over the gateway's limit of {limit} bytes (env.max_body_mb); "
+                                 "send a shorter conversation", status=413, code="request_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     # -------------------------------------------------------------------------------------------------- app
     def _build_server(self, port: int) -> Any:
@@ -92,8 +117,9 @@ class GatewayServer:
                                        "call only its own session (use the base_url and api_key it was given)",
                                        status=403, kind="permission_error", code="wrong_session")
                 session = self.registry.get(sid)
+                raw = await self._read_body(request)
                 try:
-                    body = json.loads(await request.body())
+                    body = json.loads(raw)
                 except (ValueError, RecursionError) as exc:
                     why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
                     raise RequestError(f"the request body is {why}; send one JSON object") from None
@@ -106,10 +132,12 @@ class GatewayServer:
                 return error(exc)
             except RecursionError:
                 return error(RequestError("the request is nested too deeply to be read; send flatter JSON"))
-            except Exception as exc:  # noqa: BLE001  (an OpenAI-style 500, never a dead server)
-                log.exception("gateway: request failed")
-                return error(RequestError(f"the gateway failed on this request: {type(exc).__name__}: {exc}",
-                                          status=500, kind="server_error"))
+            except Exception:  # noqa: BLE001  (an OpenAI-style 500, never a dead server)
+                request_id = uuid.uuid4().hex[:16]
+                log.exception("gateway: request %s failed", request_id)
+                return error(RequestError(f"the gateway failed on this request (request id {request_id}; the "
+                                          "trainer's log has the error under that id)", status=500,
+                                          kind="server_error", code=request_id))
 
         def models(request: Request) -> JSONResponse:
             try:

@@ -27,7 +27,7 @@ from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.calls import CallHandler
 from agentforge.gateway.expert import ExpertFn, ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer
-from agentforge.gateway.server import GatewayServer
+from agentforge.gateway.server import LOOPBACK_HOSTS, GatewayServer
 from agentforge.gateway.sessions import Session, SessionRegistry
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.workflow import (
@@ -99,8 +99,12 @@ class GatewayWorkflow(RolloutWorkflow):
                                   str(self.options.get("model_name", "agentforge-policy")), lambda: self._stats,
                                   expert=replier)
             self.server = GatewayServer(self.registry, handler, str(self.options.get("host", "127.0.0.1")),
-                                        int(self.options.get("port", 0)))
+                                        int(self.options.get("port", 0)),
+                                        max_body_bytes=int(float(self.options.get("max_body_mb", 16)) * 1024**2))
             log.info("gateway listening on %s", self.server.url)
+            if self.server.host not in LOOPBACK_HOSTS:
+                log.warning("the gateway listens on %s: reachable from other machines (each session's token is the "
+                            "only guard; HTTP is not encrypted)", self.server.host)
         return self.server
 
     def _sampling(self) -> SamplingConfig:

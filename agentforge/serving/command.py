@@ -16,6 +16,7 @@ from typing import Any
 from agentforge.errors import ConfigError
 from agentforge.export.options import dtype_name, parse_args
 from agentforge.export.source import EXPORT_META, ExportError
+from agentforge.gateway.server import LOOPBACK_HOSTS
 from agentforge.types import SamplingConfig
 
 OPTIONS = {
@@ -147,14 +148,15 @@ def serve_command(args: list[str]) -> int:
         engine = build_engine(model, engine_name, dtype, max_len, float(options.get("kv_cache_gb") or 1))
         tokenizer = getattr(engine, "tokenizer", None) or load_tokenizer(
             ModelSpec(path=str(model.folder), name=model.folder.name, dtype=dtype))
-        token = options.get("token") or os.environ.get("AGENTFORGE_SERVE_TOKEN") or None
+        token = given_token(options.get("token") or os.environ.get("AGENTFORGE_SERVE_TOKEN") or None)
         served = start(engine, tokenizer, sampling, model.folder, options.get("model_name") or "agentforge-policy",
                        max_len, host=host, port=port, token=token)
-        if host not in ("127.0.0.1", "localhost", "::1"):
+        if host not in LOOPBACK_HOSTS:
             print(f"agentforge: warning: listening on {host}: reachable from other machines (the bearer token is "
                   "the only guard; HTTP is not encrypted)", file=sys.stderr)
         print(f"serving {model.folder} ({engine_name}, {dtype}) at {served.base_url}\n"
-              f"  OPENAI_BASE_URL={served.base_url}\n  OPENAI_API_KEY={served.token}\n"
+              f"  OPENAI_BASE_URL={served.base_url}\n  OPENAI_API_KEY="
+              f"{'(the token you gave)' if token else served.token}\n"
               f"  model: {served.model_name} · sampling: temperature {sampling.temperature}, max_tokens "
               f"{sampling.max_new_tokens} · Ctrl-C stops", flush=True)
         wait_for_stop()
@@ -162,6 +164,19 @@ def serve_command(args: list[str]) -> int:
     finally:
         model.cleanup()
     return 0
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def given_token(token: str | None) -> str | None:
+    """A token the user chose, refused when short enough to guess; None: the server makes a random one (printed;
+    a given one is never printed: it may be in a shell history or a log already, not in this one)."""
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"agentforge serve: the token is {len(token)} characters; use at least {MIN_TOKEN_CHARS} "
+                          "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))'), or give none for a "
+                          "random one")
+    return token
 
 
 def wait_for_stop() -> None:

@@ -371,7 +371,8 @@ def test_the_example_search_agent_runs_against_the_served_policy(served):
 
 def test_serve_command_listens_on_loopback_and_stops_on_sigterm(runs, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    process = subprocess.Popen([*AGENTFORGE, "serve", str(runs["full"]), "engine=hf", "port=0", "token=t0k"],
+    token = "t0k-long-enough-to-guard"
+    process = subprocess.Popen([*AGENTFORGE, "serve", str(runs["full"]), "engine=hf", "port=0", f"token={token}"],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         lines = [process.stdout.readline()]  # other software (DeepSpeed's accelerator notice) may print first
@@ -380,7 +381,7 @@ def test_serve_command_listens_on_loopback_and_stops_on_sigterm(runs, tmp_path):
         line = lines[-1]
         assert line.startswith("serving ") and " at http://127.0.0.1:" in line, lines
         base_url = line.split(" at ")[1].strip()
-        request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": "Bearer t0k"})
+        request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": f"Bearer {token}"})
         with urllib.request.urlopen(request, timeout=30) as response:
             assert json.loads(response.read())["data"][0]["id"] == "agentforge-policy"
     finally:
@@ -388,6 +389,8 @@ def test_serve_command_listens_on_loopback_and_stops_on_sigterm(runs, tmp_path):
         status = process.wait(timeout=60)
     assert status == 0
     assert "serving checkpoint" in process.stderr.read()  # a run dir is exported to a temporary folder first
+    shown = "".join(lines) + process.stdout.read()
+    assert token not in shown and "OPENAI_API_KEY=(the token you gave)" in shown  # a given token is never printed
 
 
 def test_serve_on_vllm_answers_what_the_transformers_server_answers(served, runs):

@@ -125,6 +125,56 @@ def test_deeply_nested_json_is_a_400_not_a_500(gateway):
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_hostile_numbers_headers_and_stop_lists_are_400s_or_ignored_never_500s(gateway):
+    """(issue 57, item 5) A 4000-digit temperature, a 5000-digit retry count, stop lists over the caps."""
+    session = gateway.sessions[0]
+    huge = b'{"messages": [{"role": "user", "content": "x"}], "temperature": ' + b"9" * 4000 + b"}"
+    response = gateway.post(session, None, raw=huge)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "temperature"
+    assert len(response.json()["error"]["message"]) < 200
+    response = gateway.post(session, chat("counted once"), headers={"x-stainless-retry-count": "9" * 5000})
+    assert response.status_code == 200
+    for stop in (["a"] * 17, ["x" * 1001]):
+        response = gateway.post(session, chat("x", stop=stop))
+        assert response.status_code == 400 and response.json()["error"]["param"] == "stop"
+
+
+def test_a_body_over_the_limit_is_refused_while_it_streams_in(gateway):
+    session = gateway.sessions[0]
+    declared = gateway.post(session, None, raw=b" " * (gateway.server.max_body_bytes + 1))
+    assert declared.status_code == 413 and declared.json()["error"]["code"] == "request_too_large"
+
+    def endless():  # chunked, no content-length: 2 GB if it were read whole
+        chunk = b" " * 1024**2
+        for _ in range(2048):
+            yield chunk
+
+    url = f"{gateway.server.base_url(session.id)}/chat/completions"
+    try:
+        streamed = gateway.http.post(url, content=endless(), headers={"Authorization": f"Bearer {session.token}"})
+        assert streamed.status_code == 413
+    except httpx.TransportError:
+        pass  # the server answered 413 and closed while the client was still sending: refused either way
+    assert gateway.post(session, chat("still serving")).status_code == 200
+
+
+def test_a_500_names_a_request_id_not_the_exception(tiny_tokenizer, caplog):
+    def failing(task: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        raise RuntimeError("internal detail /home/me/secret-path")
+
+    g = Gateway(tiny_tokenizer)
+    g.server.handler.expert.expert = failing
+    try:
+        with caplog.at_level(logging.ERROR, logger="agentforge.gateway"):
+            response = g.post(g.sessions[0], chat("x"))
+        assert response.status_code == 500
+        error = response.json()["error"]
+        assert "secret-path" not in response.text and error["code"] in error["message"]
+        assert error["code"] in caplog.text and "secret-path" in caplog.text  # the operator's log has it
+    finally:
+        g.close()
+
+
 def test_completion_prompt_ids_outside_the_vocabulary_are_400s(gateway):
     for ids in ([1000000000], [-1], [1, True]):
         response = gateway.post(gateway.sessions[0], {"prompt": ids}, path="completions")
@@ -270,3 +320,15 @@ def test_a_reply_without_a_stop_string_is_returned_whole(tiny_tokenizer):
     sampled = engine_completion(tiny_tokenizer, "no such text here", ["zzz"])
     reply = client_reply(tiny_tokenizer, sampled, ["zzz"], renderer.special_ids)
     assert reply.completion is sampled and reply.text == sampled.text and reply.cut is None
+
+
+def test_urls_bracket_ipv6_hosts_and_serve_refuses_a_guessable_token():
+    from agentforge.errors import ConfigError
+    from agentforge.gateway.server import http_url
+    from agentforge.serving.command import given_token
+
+    assert http_url("::1", 8000) == "http://[::1]:8000" and http_url("127.0.0.1", 80) == "http://127.0.0.1:80"
+    assert http_url("[fe80::1]", 1) == "http://[fe80::1]:1"
+    with pytest.raises(ConfigError, match="use at least 16"):
+        given_token("hunter2")
+    assert given_token(None) is None and given_token("k" * 16) == "k" * 16
