@@ -17,7 +17,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+import yaml
+from omegaconf import DictConfig
 
 from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
@@ -57,7 +58,9 @@ def policy_label(settings: EvalSettings, source: CheckpointSource | None, cfg: D
         return "base"
     algorithm: Any = None
     if source.run_dir is not None and (source.run_dir / "config.yaml").exists():
-        algorithm = OmegaConf.load(source.run_dir / "config.yaml").get("algorithm")
+        # read as plain YAML: a foreign run's `${oc.env:...}` must not put this machine's secrets into a label
+        algorithm = (yaml.safe_load((source.run_dir / "config.yaml").read_text()) or {}).get("algorithm")
+        algorithm = algorithm if isinstance(algorithm, dict) else None
     if algorithm is None:
         return "policy"
     name = str(algorithm.get("name", "policy"))

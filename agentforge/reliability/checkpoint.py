@@ -14,21 +14,19 @@ import json
 import logging
 import os
 import pickle
-import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from agentforge.errors import AgentforgeError
 from agentforge.reliability.faultpoints import fault_point
+from agentforge.reliability.safe_state import load_tensors, read_rng, safe_load_pickle, save_tensors, write_rng
 
 log = logging.getLogger("agentforge.reliability.checkpoint")
 
 MARKER = "COMPLETE"
+RNG_FILE, ALGORITHM_FILE = "rng.json", "algorithm.pt"  # read without running code (reliability/safe_state.py)
 PARTIAL = ".partial-"  # a checkpoint being written: never matched by `iter_*`
 REPLACED = ".replaced-"  # a published checkpoint being replaced by a new save of the same iteration
 
@@ -88,14 +86,6 @@ def _norm(value: Any) -> Any:
     return sorted(value) if isinstance(value, list) else value
 
 
-def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
 
 
 @dataclass
@@ -112,27 +102,34 @@ class Checkpoint:
         return json.loads((self.path / "trainer_state.json").read_text())
 
     @property
-    def rng(self) -> dict[str, Any]:
-        with (self.path / "rng.pkl").open("rb") as f:
-            return pickle.load(f)
+    def rng(self) -> dict[str, Any] | None:
+        """The RNG states (JSON); None for a checkpoint of the older pickled layout, which is not read (a pickle
+        from a run dir could run code): the run resumes with fresh RNG states."""
+        path = self.path / RNG_FILE
+        if not path.is_file():
+            if (self.path / "rng.pkl").is_file():
+                log.warning("%s holds its RNG states as a pickle (an older checkpoint); not read: the resumed run "
+                            "draws fresh random numbers", self.path)
+            return None
+        return read_rng(path)
 
     @property
     def pending_rollouts(self) -> list[Any]:
         """Asynchronous training: the batches played and not yet trained when the checkpoint was written."""
         path = self.path / "pending_rollouts.pkl"
-        if not path.is_file():
-            return []
-        with path.open("rb") as f:
-            return pickle.load(f)
+        return safe_load_pickle(path) if path.is_file() else []
 
     @property
     def algorithm_state(self) -> dict[str, Any]:
         """What the algorithm learns outside the policy (TrajEvolve's step discriminator); {} when it kept none."""
-        path = self.path / "algorithm.pkl"
+        path = self.path / ALGORITHM_FILE
         if not path.is_file():
+            if (self.path / "algorithm.pkl").is_file():
+                raise CheckpointError(f"{self.path} holds its algorithm state as a pickle (an older checkpoint), "
+                                      "which is not read: a pickle from a run dir could run code. Resume from a "
+                                      "checkpoint written by this version, or start the run again")
             return {}
-        with path.open("rb") as f:
-            return pickle.load(f)
+        return load_tensors(path)
 
 
 class CheckpointManager:
@@ -155,11 +152,9 @@ class CheckpointManager:
             learner.save(str(partial / "learner"))
             (partial / "trainer_state.json").write_text(json.dumps({"iteration": iteration, **trainer_state},
                                                                    indent=2))
-            with (partial / "rng.pkl").open("wb") as f:
-                pickle.dump(rng_state(), f)
+            write_rng(partial / RNG_FILE)
             if algorithm_state:
-                with (partial / "algorithm.pkl").open("wb") as f:
-                    pickle.dump(algorithm_state, f)
+                save_tensors(algorithm_state, partial / ALGORITHM_FILE)
             if pending_rollouts:
                 with (partial / "pending_rollouts.pkl").open("wb") as f:
                     pickle.dump(pending_rollouts, f)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -226,22 +227,46 @@ def resolve_resume_dir(cfg: DictConfig) -> Path | None:
         return None
     if resume == "auto":
         here = Path(cfg.run_dir)
-        return here if any((here / "checkpoints").glob("iter_*/COMPLETE")) else None
+        if not any((here / "checkpoints").glob("iter_*/COMPLETE")):
+            return None
+        problem = foreign_run(here)
+        if problem:
+            raise ConfigError(f"resume=auto: {problem}")
+        return here
     if resume not in (True, "true", "True"):
         path = Path(str(resume))
         if not (path / "checkpoints").is_dir():
             raise ConfigError(f"resume={resume}: no checkpoints/ folder there; point it at a run directory")
+        problem = foreign_run(path)
+        if problem:
+            raise ConfigError(f"resume={resume}: {problem}")
         return path
     here = Path(cfg.run_dir).resolve()
     candidates = [
         p for p in here.parent.glob("*")
-        if p.is_dir() and p.resolve() != here and any((p / "checkpoints").glob("iter_*"))
+        if p.is_dir() and p.resolve() != here and any((p / "checkpoints").glob("iter_*")) and not foreign_run(p)
     ]
     if not candidates:
         raise ConfigError(
             f"resume=true found no earlier run with checkpoints under {here.parent}; pass resume=<run dir> instead"
         )
     return max(candidates, key=lambda p: p.stat().st_mtime)
+
+
+def foreign_run(path: Path) -> str | None:
+    """Why `path` is not a run dir this user may resume (None when it is): resuming reads the checkpoint's DeepSpeed
+    files, which DeepSpeed loads with `torch.load(weights_only=False)` (code can run), so only run dirs this user
+    owns, with the config.yaml the run wrote, are resumed; `resume=true` passes over others."""
+    uid = os.getuid()
+    for part in (path, path / "checkpoints"):
+        if part.exists() and part.stat().st_uid != uid:
+            return (f"{part} belongs to another user (uid {part.stat().st_uid}); its checkpoint files are read "
+                    "with DeepSpeed's pickle loader, which can run code. Copy the run into a folder of your own "
+                    "after checking where it came from, and resume=<that folder>")
+    if not (path / "config.yaml").is_file():
+        return (f"{path} has no config.yaml: it was not written by `agentforge train`; resume=<a run dir that "
+                "agentforge wrote>")
+    return None
 
 
 # The training loop's multi-key checks, each run on its own so that all their problems are reported at once.

@@ -18,8 +18,9 @@ from agentforge.algorithms.diversity import diversity_summary
 from agentforge.cluster.placement import record_placement
 from agentforge.errors import AgentforgeError
 from agentforge.learner.batch import assign_advantages, policy_samples
-from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError, set_rng_state
+from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError
 from agentforge.reliability.interrupt import Preempted, critical, preemption_requested
+from agentforge.reliability.safe_state import set_rng_state
 from agentforge.rollout.metrics import episode_outcomes, rollout_summary
 from agentforge.tasks import iteration_seed
 from agentforge.tracking.progress import TrainProgress, console
@@ -107,7 +108,9 @@ class Trainer:
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
         self._pending = checkpoint.pending_rollouts
         self.updates.load_state_dict(state, checkpoint.iteration)
-        set_rng_state(checkpoint.rng)
+        rng = checkpoint.rng
+        if rng is not None:
+            set_rng_state(rng)
         self.start_iteration = checkpoint.iteration
         continue_from = getattr(self.engine, "continue_from", None)  # replicas: engine/version goes on, not from 1
         if continue_from is not None and state.get("engine_version") is not None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from agentforge.errors import ConfigError
+
 pytestmark = pytest.mark.integration
 
 ARGS = [
@@ -86,4 +88,7 @@ def test_resume_auto_starts_fresh_without_a_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "run" / "checkpoints" / "iter_000001").mkdir(parents=True)
     assert resolve_resume_dir(cfg) is None  # incomplete: no COMPLETE marker
     (tmp_path / "run" / "checkpoints" / "iter_000001" / "COMPLETE").write_text("1")
+    with pytest.raises(ConfigError, match="no config.yaml"):  # not a dir `agentforge train` wrote
+        resolve_resume_dir(cfg)
+    (tmp_path / "run" / "config.yaml").write_text("command: train\n")
     assert resolve_resume_dir(cfg) == tmp_path / "run"

@@ -151,8 +151,10 @@ def test_one_training_iteration_logs_the_redundancy_report(tmp_path, tiny_train_
                               "agent.sampling.max_new_tokens=12", "algorithm.discriminator=true",
                               "trainer.checkpoint_every=1")).fit()
     saved = next((tmp_path / "run" / "checkpoints").glob("iter_*"))
-    with (saved / "algorithm.pkl").open("rb") as f:  # the discriminator travels with the checkpoint
-        assert set(pickle.load(f)["discriminator"]) == {"weights", "x", "y"}
+    from agentforge.reliability.safe_state import load_tensors
+
+    # the discriminator travels with the checkpoint, read back without running code
+    assert set(load_tensors(saved / "algorithm.pt")["discriminator"]) == {"weights", "x", "y"}
     rows: list[dict[str, Any]] = read_metrics(tmp_path / "run" / "metrics.jsonl")
     row = next(r for r in rows if r["iteration"] == 1)
     for key in ("train/loss", "train/trajevolve/steps_mean", "train/trajevolve/success_steps_mean",
