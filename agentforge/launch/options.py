@@ -60,6 +60,7 @@ class SlurmOptions:
 INT_FIELDS = {"nodes", "cpus_per_node", "gpus_per_node", "ray_port", "join_timeout", "signal_seconds"}
 FLOAT_FIELDS = {"object_store_gb"}
 KEYS = {f.name for f in dataclasses.fields(SlurmOptions)}
+NULLABLE = {f.name for f in dataclasses.fields(SlurmOptions) if f.default is None}
 
 
 def split_launch_args(args: list[str]) -> tuple[SlurmOptions, list[str], bool]:
@@ -88,7 +89,9 @@ def _parse(key: str, value: str) -> object:
     if key == "extra_sbatch":
         return [v.strip() for v in value.strip("[]").split(",") if v.strip()]
     if value in ("", "null", "None"):
-        return None if key not in INT_FIELDS | FLOAT_FIELDS else _bad(key, value, "a number")
+        if key in INT_FIELDS | FLOAT_FIELDS:
+            return _bad(key, value, "a number")
+        return None if key in NULLABLE else _bad(key, value, "given (it has no null)")
     try:
         if key in INT_FIELDS:
             return int(value)
