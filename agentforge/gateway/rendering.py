@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import jinja2
+
 from agentforge.errors import ConfigError
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.tools import render_tool_calls, tool_prompt
@@ -110,6 +112,16 @@ class PromptBuild:
     repeats: int | None = None  # the earlier call whose request this one repeats (a new sample of its prompt)
 
 
+def json_arguments(call: dict[str, Any], message: int, index: int) -> Any:
+    """A tool call's `arguments` (a JSON string, as the OpenAI API sends them) as the object a template reads."""
+    try:
+        return json.loads(call["function"]["arguments"])
+    except (TypeError, ValueError, RecursionError):
+        raise RequestError(f"messages[{message}].tool_calls[{index}].function.arguments is not JSON; send the "
+                           "arguments as a JSON object string, as the model's reply gave them",
+                           f"messages[{message}].tool_calls") from None
+
+
 class ChatRenderer:
     """Renders normalised messages with the tokenizer's chat template (Hermes tool format where the template has
     none) and builds each call's prompt ids token-exactly (see the module docstring). `special_tokens`: "text"
@@ -155,10 +167,10 @@ class ChatRenderer:
                 calls = [{"id": c["id"], "type": "function",
                           "function": {"name": self.escape(c["name"]), "arguments": self.escape(c["arguments"])}}
                          for c in m["tool_calls"]]
-                if self.native_tools:
+                if self.native_tools:  # (a template that takes tools reads the arguments as an object)
                     item["tool_calls"] = [{**c, "function": {**c["function"],
-                                                            "arguments": json.loads(c["function"]["arguments"])}}
-                                          for c in calls]
+                                                            "arguments": json_arguments(c, len(out), k)}}
+                                          for k, c in enumerate(calls)]
                 else:
                     item["content"] = "\n".join(x for x in (item["content"], render_tool_calls(calls)) if x)
             if m.get("tool_call_id") is not None:
@@ -176,8 +188,12 @@ class ChatRenderer:
                       generation_prompt: bool) -> str:
         """The template's rendering with control-token strings of the messages as markers (`encode_marked`)."""
         kwargs = {"tools": self.escape(tools)} if tools and self.native_tools else {}
-        return self.tokenizer.apply_chat_template(self.template_messages(messages, tools), tokenize=False,
-                                                  add_generation_prompt=generation_prompt, **kwargs)
+        try:
+            return self.tokenizer.apply_chat_template(self.template_messages(messages, tools), tokenize=False,
+                                                      add_generation_prompt=generation_prompt, **kwargs)
+        except jinja2.TemplateError as error:  # the template's own raise_exception (e.g. roles out of order)
+            raise RequestError(f"the model's chat template refused this conversation: {str(error)[:300]}",
+                               "messages") from None
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], generation_prompt: bool) -> str:
         return self.restore(self.render_marked(messages, tools, generation_prompt))

@@ -332,3 +332,37 @@ def test_urls_bracket_ipv6_hosts_and_serve_refuses_a_guessable_token():
     with pytest.raises(ConfigError, match="use at least 16"):
         given_token("hunter2")
     assert given_token(None) is None and given_token("k" * 16) == "k" * 16
+
+
+NATIVE_TOOLS_TEMPLATE = (
+    "{%- for m in messages %}{% if m.role == 'system' and not loop.first %}"
+    "{{ raise_exception('System message must be at the beginning.') }}{% endif %}<|im_start|>{{ m.role }}\n"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{{ c.function.arguments | tojson }}</tool_call>"
+    "{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if tools %}{{ tools | length }}"
+    "{% endif %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_a_native_tools_template_refusal_and_non_json_arguments_are_400s(tiny_tokenizer):
+    """(issue 57, item 5) A Qwen-style template (it takes `tools` and reads arguments as objects) raising on a
+    conversation, and tool-call arguments that are not JSON: the client's mistakes, said as 400s."""
+    import copy
+
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.chat_template = NATIVE_TOOLS_TEMPLATE
+    g = Gateway(tokenizer)
+    try:
+        assert g.renderer.native_tools
+        session = g.sessions[0]
+        call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{not json"}}
+        body = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "",
+                                                                  "tool_calls": [call]},
+                             {"role": "tool", "tool_call_id": "c1", "content": "r"}]}
+        response = g.post(session, body)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["param"] == "messages[1].tool_calls"
+        late_system = {"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "s"}]}
+        response = g.post(session, late_system)
+        assert response.status_code == 400 and "must be at the beginning" in response.json()["error"]["message"]
+        assert g.post(session, chat("fine")).status_code == 200
+    finally:
+        g.close()
