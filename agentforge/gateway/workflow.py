@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 import traceback
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from agentforge.errors import AgentforgeError
 from agentforge.gateway.agent_env import AgentTask, load_callable
 from agentforge.gateway.batcher import GenerationBatcher
 from agentforge.gateway.calls import CallHandler
+from agentforge.gateway.errors import ended_session
 from agentforge.gateway.expert import ExpertFn, ExpertReplier
 from agentforge.gateway.rendering import ChatRenderer
 from agentforge.gateway.server import LOOPBACK_HOSTS, GatewayServer
@@ -84,6 +86,7 @@ class GatewayWorkflow(RolloutWorkflow):
         self._stats = RolloutStats()
         self.server: GatewayServer | None = None
         self.batcher: GenerationBatcher | None = None
+        self.late_rewards = 0  # report_reward calls after their episode ended (refused), counted in the next batch
 
     # -------------------------------------------------------------------------------------------- gateway
     def _ensure_gateway(self, tokenizer: Any) -> GatewayServer:
@@ -202,7 +205,14 @@ class GatewayWorkflow(RolloutWorkflow):
         episode = session.episode
 
         def report(reward: float) -> None:
+            value = float(reward)
             with session.lock:
+                if session.ended is not None:  # the episode is scored and may already be trained: refused, counted
+                    self.late_rewards += 1
+                    raise ended_session(session.id, session.ended)
+                if not math.isfinite(value):  # this episode's agent error, not a skipped update for the batch
+                    episode.trajectory.meta["bad_reward"] = f"report_reward({reward!r}): not a finite number"
+                    return
                 if episode.trajectory.turns:
                     episode.trajectory.turns[-1].reward += float(reward)
                     episode.trajectory.turns[-1].env_reward += float(reward)
@@ -225,7 +235,9 @@ class GatewayWorkflow(RolloutWorkflow):
                 outcomes: list[EpisodeOutcome]) -> dict[str, float]:
         """Rewards onto the episodes' last turns; failures recorded and counted."""
         counts = {"failed_episodes": 0, "timeouts": 0, "raised": 0, "unscored": 0, "no_model_calls": 0,
-                  "reencoded_calls": 0, "tool_parse_errors": 0, "retries_replayed": 0}
+                  "bad_reward": 0, "reencoded_calls": 0, "tool_parse_errors": 0, "retries_replayed": 0,
+                  "late_rewards": self.late_rewards}
+        self.late_rewards = 0
         for episode, session, outcome in zip(episodes, sessions, outcomes, strict=True):
             trajectory = episode.trajectory
             turns = trajectory.turns
@@ -235,6 +247,10 @@ class GatewayWorkflow(RolloutWorkflow):
                 turns[0].env_reward += early
             if not turns and outcome.kind == "ok":
                 outcome = EpisodeOutcome(error="the agent never called the model", kind="no_model_calls")
+            bad = trajectory.meta.pop("bad_reward", None)
+            if outcome.kind == "ok" and (bad or not math.isfinite(float(outcome.reward))):
+                outcome = EpisodeOutcome(error=bad or f"the agent's reward {outcome.reward!r} is not a finite number",
+                                         kind="bad_reward")
             if outcome.kind != "ok":
                 counts["failed_episodes"] += 1
                 counts[{"timeout": "timeouts"}.get(outcome.kind, outcome.kind)] += 1

@@ -366,3 +366,36 @@ def test_a_native_tools_template_refusal_and_non_json_arguments_are_400s(tiny_to
         assert g.post(session, chat("fine")).status_code == 200
     finally:
         g.close()
+
+
+def test_rewards_after_the_episode_ended_are_refused_and_non_finite_ones_fail_only_their_episode(tiny_tokenizer):
+    """(issue 57, item 5) `report_reward` after the session ended is refused and counted; a NaN reward (reported or
+    returned) is that episode's agent error, counted, and the batch's other episodes keep their rewards."""
+    from agentforge.gateway.errors import RequestError
+    from agentforge.gateway.workflow import EpisodeOutcome, GatewayWorkflow
+    from agentforge.types import Turn
+
+    g = Gateway(tiny_tokenizer)
+    try:
+        workflow = object.__new__(GatewayWorkflow)  # only its reward bookkeeping, no agent or engine
+        workflow.options, workflow.late_rewards = {"task_env": "search_qa"}, 0
+        sessions = g.sessions
+        for s in sessions:
+            s.episode.trajectory.turns.append(Turn(
+                prompt_ids=[1], response_ids=[2], logprobs=[0.0], forced_mask=[False], response_text="x", action="x",
+                valid=True, reward=0.0, env_reward=0.0, anchor="", observation=""))
+        workflow._agent_task(sessions[0]).report_reward(float("nan"))
+        workflow._agent_task(sessions[1]).report_reward(0.5)
+        g.registry.end(sessions[1], "its agent returned")
+        with pytest.raises(RequestError, match="has ended"):
+            workflow._agent_task(sessions[1]).report_reward(1.0)
+        metrics = workflow._finish([s.episode for s in sessions], sessions, [EpisodeOutcome(1.0), EpisodeOutcome(1.0)])
+        assert metrics["agent/bad_reward"] == 1 and metrics["agent/failed_episodes"] == 1
+        assert metrics["agent/late_rewards"] == 1 and workflow.late_rewards == 0
+        first, second = (s.episode.trajectory for s in sessions)
+        assert first.meta["agent_outcome"] == "bad_reward" and first.turns[-1].reward == 0.0
+        assert second.turns[-1].reward == 1.5  # 0.5 reported + 1.0 returned; the late 1.0 refused
+        nan_return = workflow._finish([sessions[1].episode], [sessions[1]], [EpisodeOutcome(float("inf"))])
+        assert nan_return["agent/bad_reward"] == 1
+    finally:
+        g.close()
