@@ -40,6 +40,7 @@ from agentforge.rollout.workflow import (
     RolloutStats,
     RolloutWorkflow,
 )
+from agentforge.tracking.redact import redact_text
 from agentforge.types import Group, Observation, SamplingConfig, Task, Trajectory
 
 log = logging.getLogger("agentforge.gateway")
@@ -254,10 +255,10 @@ class GatewayWorkflow(RolloutWorkflow):
             if outcome.kind != "ok":
                 counts["failed_episodes"] += 1
                 counts[{"timeout": "timeouts"}.get(outcome.kind, outcome.kind)] += 1
-                trajectory.meta["agent_error"] = outcome.error
+                trajectory.meta["agent_error"] = redact_text(outcome.error, self.options) if outcome.error else None
                 trajectory.meta["agent_outcome"] = outcome.kind
                 log.warning("episode %s (%s) failed: %s", session.id, trajectory.task.describe(),
-                            (outcome.summary or outcome.kind).splitlines()[0][:300])
+                            redact_text(outcome.summary or outcome.kind, self.options).splitlines()[0][:300])
             elif turns:
                 turns[-1].reward += outcome.reward
                 turns[-1].env_reward += outcome.reward

@@ -8,6 +8,7 @@ A key is secret when one of its `_`/`-` separated words is one of SECRET_WORDS (
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,30 @@ def redact_hydra_files(run_dir: Path) -> None:
         cleaned = redact(loaded)
         if cleaned != loaded:
             path.write_text(yaml.safe_dump(cleaned, sort_keys=False))
+
+
+def secret_values(extra: dict[str, Any] | None = None) -> list[str]:
+    """The values a text must not carry: this process's environment variables with secret names (OPENAI_API_KEY,
+    HF_TOKEN, WANDB_API_KEY ...) and `extra`'s secret keys, 8 characters or longer (shorter ones would match
+    ordinary words), longest first."""
+    found = {v for k, v in os.environ.items() if is_secret_key(k) and len(v) >= 8}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if is_secret_key(k) and isinstance(v, str) and len(v) >= 8:
+                    found.add(v)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(extra or {})
+    return sorted(found, key=len, reverse=True)
+
+
+def redact_text(text: str, extra: dict[str, Any] | None = None) -> str:
+    """`text` (an agent's traceback, an error message) with every secret value replaced by `<redacted>`."""
+    for value in secret_values(extra):
+        text = text.replace(value, REDACTED)
+    return text

@@ -59,3 +59,14 @@ def test_wandb_records_the_config_without_its_secrets(tmp_path):
     tracker.close()
     written = [p for p in (tmp_path / "wandb").rglob("*") if p.is_file()]
     assert written and not any(SECRET.encode() in p.read_bytes() for p in written)
+
+
+def test_an_agent_traceback_kept_in_a_trajectory_loses_the_secrets_it_printed(monkeypatch):
+    from agentforge.tracking.redact import redact_text
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to tell from a word: left
+    trace = f"Traceback ...\nopenai.AuthenticationError: key {SECRET} refused; judge pass hunter2-but-long abc"
+    cleaned = redact_text(trace, {"judge": {"password": "hunter2-but-long"}})
+    assert SECRET not in cleaned and "hunter2-but-long" not in cleaned and cleaned.count(REDACTED) == 2
+    assert cleaned.endswith(" abc")
