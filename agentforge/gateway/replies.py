@@ -44,7 +44,8 @@ def client_reply(tokenizer: Any, completion: Completion, stops: list[str], speci
     end = first_stop(text, stops)
     if end is None:
         return whole
-    stop = max((s for s in stops if text.find(s) + len(s) == end), key=len)  # the longest one ending there
+    # the longest stop ending there (an absent one's find() is -1: it must not match by its length alone)
+    stop = max((s for s in stops if s in text and text.find(s) + len(s) == end), key=len)
     content = text[: end - len(stop)]
     keep = len(ids)
     decoded = tokenizer.decode(ids, skip_special_tokens=True)

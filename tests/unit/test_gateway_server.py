@@ -399,3 +399,14 @@ def test_rewards_after_the_episode_ended_are_refused_and_non_finite_ones_fail_on
         assert nan_return["agent/bad_reward"] == 1
     finally:
         g.close()
+
+
+def test_an_absent_stop_string_is_never_taken_for_the_one_that_cut(tiny_tokenizer):
+    """`stop=["\\n\\n", "abc"]` on a reply cut at "\\n\\n": "abc" is absent, and its find() of -1 plus its length once
+    matched the cut's end, so the reply lost a character ("\\n" instead of "")."""
+    completion = engine_completion(tiny_tokenizer, "\n\nmore text", ["\n\n", "abc"])
+    reply = client_reply(tiny_tokenizer, completion, ["\n\n", "abc"], set(tiny_tokenizer.all_special_ids))
+    assert reply.text == "" and reply.cut["stop"] == "\n\n"
+    completion = engine_completion(tiny_tokenizer, "ok\n\nmore", ["\n\n", "abcd"])
+    reply = client_reply(tiny_tokenizer, completion, ["\n\n", "abcd"], set())
+    assert reply.text == "ok" and reply.cut["stop"] == "\n\n"
