@@ -146,20 +146,22 @@ class CallHandler:
             normalised = {"role": "assistant", "content": parsed.content,
                           "tool_calls": [normalise_call(c, "reply") for c in parsed.tool_calls]}
             finish = "tool_calls" if parsed.tool_calls else FINISH.get(reply.completion.finish_reason, "stop")
-            record = CallRecord(messages, tools, prompt, reply.completion, normalised, finish, reply.carry, key,
-                                idempotency_key=idempotency)
-            session.calls.append(record)
-            self._record_turn(session, prompt, reply, body, action=summarise(parsed.content, parsed.tool_calls),
-                              valid=parsed.error is None, info={"tool_calls": parsed.tool_calls,
-                                                                "tool_parse_error": parsed.error})
             message: dict[str, Any] = {"role": "assistant", "content": parsed.content or (None if parsed.tool_calls
                                                                                           else "")}
             if parsed.tool_calls:
                 message["tool_calls"] = parsed.tool_calls
             choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": (
                 chat_logprobs(self.renderer, reply.completion) if body.get("logprobs") else None)}
-            record.response = self._envelope("chat.completion", choice, prompt.ids, reply.sampled)
-        return record.response
+            # the whole response first, then the records: a failure on the way records nothing, so the client's
+            # retry is a new call, never a second turn of one reply
+            response = self._envelope("chat.completion", choice, prompt.ids, reply.sampled)
+            record = CallRecord(messages, tools, prompt, reply.completion, normalised, finish, reply.carry, key,
+                                idempotency_key=idempotency, response=response)
+            session.calls.append(record)
+            self._record_turn(session, prompt, reply, body, action=summarise(parsed.content, parsed.tool_calls),
+                              valid=parsed.error is None, info={"tool_calls": parsed.tool_calls,
+                                                                "tool_parse_error": parsed.error})
+        return response
 
     # ------------------------------------------------------------------------------------------ completions
     def completion(self, session: Session, body: dict[str, Any],
@@ -197,15 +199,15 @@ class CallHandler:
             built = PromptBuild(ids, prompt if isinstance(prompt, str) else "")
             reply = self._reply(self._generate(session, ids, sampling), sampling)
             finish = FINISH.get(reply.completion.finish_reason, "stop")
-            record = CallRecord([], [], built, reply.completion, {"content": reply.text, "tool_calls": []}, finish,
-                                reply.carry, key, idempotency_key=idempotency)
-            session.calls.append(record)
-            self._record_turn(session, built, reply, body, action=summarise(reply.text, []), valid=True, info={})
             wanted = logprobs is not None and logprobs is not False
             choice = {"index": 0, "text": reply.text, "finish_reason": finish,
                       "logprobs": text_logprobs(self.renderer, reply.completion) if wanted else None}
-            record.response = self._envelope("text_completion", choice, ids, reply.sampled)
-        return record.response
+            response = self._envelope("text_completion", choice, ids, reply.sampled)  # (before the records: chat)
+            record = CallRecord([], [], built, reply.completion, {"content": reply.text, "tool_calls": []}, finish,
+                                reply.carry, key, idempotency_key=idempotency, response=response)
+            session.calls.append(record)
+            self._record_turn(session, built, reply, body, action=summarise(reply.text, []), valid=True, info={})
+        return response
 
     # ----------------------------------------------------------------------------------------------- parts
     def _check_budget(self, session: Session) -> None:

@@ -410,3 +410,25 @@ def test_an_absent_stop_string_is_never_taken_for_the_one_that_cut(tiny_tokenize
     completion = engine_completion(tiny_tokenizer, "ok\n\nmore", ["\n\n", "abcd"])
     reply = client_reply(tiny_tokenizer, completion, ["\n\n", "abcd"], set())
     assert reply.text == "ok" and reply.cut["stop"] == "\n\n"
+
+
+def test_a_failure_after_the_reply_then_the_sdks_retry_adds_one_turn_only(gateway, monkeypatch):
+    """(issue 57, item 5) The response is built before anything is recorded: a failure on the way (here the
+    logprobs' rendering) records nothing, and the SDK's retry makes the one turn."""
+    import agentforge.gateway.calls as calls
+
+    session = gateway.sessions[0]
+    real, failed = calls.chat_logprobs, []
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("rendering the logprobs failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calls, "chat_logprobs", once)
+    body = chat("retry me", logprobs=True)
+    assert gateway.post(session, body).status_code == 500
+    assert session.calls == [] and session.episode.trajectory.turns == []
+    again = gateway.post(session, body, headers={"x-stainless-retry-count": "1"})
+    assert again.status_code == 200 and len(session.calls) == 1 and len(session.episode.trajectory.turns) == 1
