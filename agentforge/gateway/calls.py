@@ -19,6 +19,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
 
@@ -38,6 +39,7 @@ log = logging.getLogger("agentforge.gateway")
 FINISH = {"stop": "stop", "length": "length", "abort": "stop"}
 RETRY_COUNT = "x-stainless-retry-count"  # the openai SDKs number their attempts: 0, then 1, 2 ... on retries
 IDEMPOTENCY_KEY = "idempotency-key"
+GENERATE_TIMEOUT_S = 900.0  # a call's wait for its generation (the engine's queue included)
 MAX_STOPS, MAX_STOP_CHARS = 16, 1000  # stop strings a request may send (OpenAI takes 4)
 
 
@@ -112,10 +114,13 @@ class CallHandler:
     """Runs requests for the gateway's sessions (from handler threads; a session's calls run one at a time)."""
 
     def __init__(self, renderer: ChatRenderer, batcher: GenerationBatcher | None, sampling: Any, max_model_len: int,
-                 model_name: str, stats: Callable[[], RolloutStats], expert: ExpertReplier | None = None) -> None:
-        """`batcher`: the engine's calls; with `expert` (expert play, no engine) the expert writes every reply."""
+                 model_name: str, stats: Callable[[], RolloutStats], expert: ExpertReplier | None = None,
+                 generate_timeout_s: float = GENERATE_TIMEOUT_S) -> None:
+        """`batcher`: the engine's calls; with `expert` (expert play, no engine) the expert writes every reply.
+        `generate_timeout_s`: the longest a call waits for its generation (then 504, its session's lock freed)."""
         self.renderer, self.batcher, self.sampling, self.stats = renderer, batcher, sampling, stats
         self.max_model_len, self.model_name, self.expert = int(max_model_len), model_name, expert
+        self.generate_timeout_s = float(generate_timeout_s)
 
     # ------------------------------------------------------------------------------------------------- chat
     def chat(self, session: Session, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -245,7 +250,14 @@ class CallHandler:
                                "conversation or raise engine.max_model_len", "messages",
                                code="context_length_exceeded")
         assert self.batcher is not None
-        return self.batcher.submit(session, prompt_ids, sampling, forced).result()
+        pending = self.batcher.submit(session, prompt_ids, sampling, forced)
+        try:
+            return pending.result(timeout=self.generate_timeout_s)
+        except FutureTimeout:
+            pending.cancel()
+            raise RequestError(f"the engine did not answer within {self.generate_timeout_s:g} s (a stalled engine or "
+                               "a very long generation); nothing was recorded: retry, or lower max_tokens", status=504,
+                               kind="server_error", code="generation_timeout") from None
 
     def _record_turn(self, session: Session, prompt: PromptBuild, reply: ClientReply, body: dict[str, Any],
                      action: str, valid: bool, info: dict[str, Any]) -> None:

@@ -432,3 +432,45 @@ def test_a_failure_after_the_reply_then_the_sdks_retry_adds_one_turn_only(gatewa
     assert session.calls == [] and session.episode.trajectory.turns == []
     again = gateway.post(session, body, headers={"x-stainless-retry-count": "1"})
     assert again.status_code == 200 and len(session.calls) == 1 and len(session.episode.trajectory.turns) == 1
+
+
+class StalledEngine:
+    """The batcher's side of an engine that never answers (a stalled GPU, a deadlocked engine core): every call is
+    queued and never completed."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import Future
+
+        self.futures: list[Future] = []
+        self.make = Future
+
+    def submit(self, session: Any, prompt_ids: list[int], sampling: Any, forced: Any = None) -> Any:
+        self.futures.append(self.make())
+        return self.futures[-1]
+
+
+def test_a_stalled_generation_is_a_504_that_frees_its_session(tiny_tokenizer):
+    """(issue 57, item 5) Every generate wait has a timeout: the call answers 504, records nothing, and the session
+    takes its next call (its lock was not held forever)."""
+    import time
+
+    registry = SessionRegistry()
+    renderer = ChatRenderer(tiny_tokenizer)
+    stalled = StalledEngine()
+    handler = CallHandler(renderer, stalled, lambda: SamplingConfig(max_new_tokens=8), 4096, "policy", RolloutStats,
+                          generate_timeout_s=0.5)
+    server = GatewayServer(registry, handler)
+    task = Task("agent", 0)
+    session = registry.open(Episode(0, EpisodePlan(task, 0, 0), Trajectory(task, 0), Observation("", "")), 8)
+    try:
+        with httpx.Client(timeout=30) as http:
+            started = time.monotonic()
+            response = http.post(f"{server.base_url(session.id)}/chat/completions", json=chat("hello"),
+                                 headers={"Authorization": f"Bearer {session.token}"})
+            assert response.status_code == 504 and response.json()["error"]["code"] == "generation_timeout"
+            assert time.monotonic() - started < 10 and session.calls == [] and stalled.futures[0].cancelled()
+            second = http.post(f"{server.base_url(session.id)}/chat/completions", json=chat("again"),
+                               headers={"Authorization": f"Bearer {session.token}"})
+            assert second.status_code == 504 and len(stalled.futures) == 2  # the lock was free for it
+    finally:
+        server.close()
