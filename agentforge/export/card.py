@@ -104,7 +104,7 @@ def _verdict_text(verdict: Any) -> str:
 
 
 def model_card(info: RunInfo, meta: dict[str, Any]) -> str:
-    cfg, source = info.config, info.source
+    cfg = info.config
     recipe = recipe_of(info.run_dir) or meta.get("recipe")
     env = f" on {meta['env']}" if meta.get("env") else ""
     algorithm = meta.get("algorithm") or "unknown"
@@ -117,9 +117,9 @@ def model_card(info: RunInfo, meta: dict[str, Any]) -> str:
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# {meta.get('model_name') or 'policy'} trained with agentforge ({algorithm}{env})", ""]
     lines += ["| | |", "| --- | --- |",
-              f"| base model | {meta.get('base_model') or (source.base_model or cfg.get('model', {}).get('name'))} |",
+              f"| base model | {meta.get('base_model') or cfg.get('model', {}).get('name')} |",
               f"| exported | {meta['how']}, {meta['dtype']} |",
-              f"| checkpoint | {source.path} |"]
+              f"| checkpoint | {(meta.get('source') or {}).get('path') or info.source.path} |"]
     if recipe:
         lines.append(f"| recipe | `{recipe}` |")
     iterations = info.iteration

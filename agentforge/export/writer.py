@@ -72,7 +72,7 @@ def export_model(info: RunInfo, out: Path, dtype: str | None = None, adapter_onl
         tokenizer = _write_tokenizer(info, partial)
         sampling = run_sampling(info.config)
         _write_generation_config(partial, tokenizer, sampling)
-        meta = export_meta(info, how, dtype, adapter_only, sampling)
+        meta = export_meta(info, how, dtype, adapter_only, sampling, out)
         (partial / EXPORT_META).write_text(json.dumps(meta, indent=2, default=str))
         (partial / "README.md").write_text(model_card(info, meta))
         if out.exists():
@@ -91,7 +91,7 @@ def _write_model(info: RunInfo, out: Path, dtype: str) -> str:
     source = info.source
     if source.lora:
         model = merged_as_trained(info)
-        how = f"LoRA merged into {info.base_model}"
+        how = f"LoRA merged into {Path(str(info.base_model)).name}"
     else:
         model = AutoModelForCausalLM.from_pretrained(source.weights_dir, dtype=torch.float32)
         how = "full weights"
@@ -137,7 +137,7 @@ def _write_adapter(info: RunInfo, out: Path, dtype: str) -> str:
         raise ExportError(f"{hf} has no adapter_model.safetensors: the checkpoint is damaged; export an earlier one")
     tensors = {name: t.to(torch_dtype(dtype)).contiguous() for name, t in load_file(str(weights)).items()}
     save_file(tensors, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
-    return f"LoRA adapter on {info.base_model}"
+    return f"LoRA adapter on {Path(str(info.base_model)).name}"
 
 
 def _write_tokenizer(info: RunInfo, out: Path) -> Any:
@@ -195,11 +195,26 @@ def _write_generation_config(out: Path, tokenizer: Any, sampling: dict[str, Any]
     config.save_pretrained(out)
 
 
-def export_meta(info: RunInfo, how: str, dtype: str, adapter_only: bool, sampling: dict[str, Any]) -> dict[str, Any]:
+def shareable(path: Any, out: Path) -> Any:
+    """A local path as the export may show it: relative to the export folder, or `~/...` for one under the home
+    folder elsewhere (a model folder is shared; the user's name and layout stay home). Not a path: unchanged."""
+    if not isinstance(path, (str, Path)) or not str(path).startswith("/"):
+        return path
+    home = Path.home()
+    target = Path(path)
+    if target.is_relative_to(home) and not out.resolve().parent.is_relative_to(target.parent):
+        return f"~/{target.relative_to(home)}"
+    return os.path.relpath(target, out)
+
+
+def export_meta(info: RunInfo, how: str, dtype: str, adapter_only: bool, sampling: dict[str, Any],
+                out: Path | None = None) -> dict[str, Any]:
     source, cfg = info.source, info.config
+    here = out or Path.cwd()
     return {
-        "agentforge_version": __version__, "source": source.to_json(), "how": how, "dtype": dtype,
-        "adapter_only": adapter_only, "base_model": info.base_model, "sampling": sampling,
+        "agentforge_version": __version__, "source": {k: shareable(v, here) for k, v in source.to_json().items()},
+        "how": how, "dtype": dtype, "adapter_only": adapter_only, "base_model": shareable(info.base_model, here),
+        "sampling": sampling,
         "recipe": _recipe(cfg), "algorithm": (cfg.get("algorithm") or {}).get("name"),
         "env": (cfg.get("env") or {}).get("name"), "model_name": (cfg.get("model") or {}).get("name"),
         "max_model_len": (cfg.get("engine") or {}).get("max_model_len"),

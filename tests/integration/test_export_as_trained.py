@@ -70,6 +70,11 @@ def test_the_export_of_a_bf16_lora_run_is_the_policy_the_trainer_ran(bf16_lora_c
     assert sorted(p.name for p in tmp_path.iterdir()) == [".partial-export", "export"]
     assert out.stat().st_mode & 0o777 == 0o777 & ~current_umask()
     assert result.meta["dtype"] == "bfloat16"  # the checkpoint's own dtype by default
+    for shared in ("agentforge_export.json", "README.md"):  # no absolute local path (a user name, a layout)
+        text = (out / shared).read_text()
+        assert str(Path.home()) + "/" not in text and str(tmp_path) not in text, shared
+    assert result.meta["base_model"].startswith("~/") or not result.meta["base_model"].startswith("/")
+    assert (out / result.meta["source"]["path"]).resolve() == bf16_lora_checkpoint.resolve()  # relative to out
     source = resolve_checkpoint(bf16_lora_checkpoint)
     pushed = dict(load_checkpoint_weights(source, fallback_base=str(tiny_model_dir)))
     exported = load_file(str(out / "model.safetensors"))
