@@ -164,7 +164,7 @@ class ChatRenderer:
         for m in messages:
             item = {"role": m["role"], "content": self.escape(m["content"])}
             if m.get("tool_calls"):
-                calls = [{"id": c["id"], "type": "function",
+                calls = [{"id": self.escape(c["id"]), "type": "function",
                           "function": {"name": self.escape(c["name"]), "arguments": self.escape(c["arguments"])}}
                          for c in m["tool_calls"]]
                 if self.native_tools:  # (a template that takes tools reads the arguments as an object)
@@ -174,7 +174,7 @@ class ChatRenderer:
                 else:
                     item["content"] = "\n".join(x for x in (item["content"], render_tool_calls(calls)) if x)
             if m.get("tool_call_id") is not None:
-                item["tool_call_id"] = m["tool_call_id"]
+                item["tool_call_id"] = self.escape(m["tool_call_id"])
             out.append(item)
         if tools and not self.native_tools:
             prompt = tool_prompt(self.escape(tools))
