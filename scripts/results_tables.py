@@ -129,15 +129,22 @@ def versus_table(methods: dict[str, list[Result]], baseline: str) -> list[str]:
     """Each method against the baseline at the end, run i with run i (the same seed), over training seeds."""
     lines = [f"| against {baseline} (training seeds) | end of run, per seed | difference over training seeds |",
              "| --- | --- | --- |"]
-    base = methods[baseline]
     for name, group in methods.items():
         if name == baseline:
             continue
-        end = last_key(group[0])
-        per_seed = " / ".join(f"{pct(b.rate(end))} → {pct(r.rate(end))}" for b, r in zip(base, group, strict=True))
-        found = seed_difference([b.outcomes(end) for b in base], [r.outcomes(end) for r in group])
-        lines.append(f"| {name} vs {baseline} ({seeds_label(group)}) | {per_seed} | {verdict_cell(found)} |")
+        base, paired = same_seeds(methods[baseline], group)
+        end = last_key(paired[0])
+        per_seed = " / ".join(f"{pct(b.rate(end))} → {pct(r.rate(end))}" for b, r in zip(base, paired, strict=True))
+        found = seed_difference([b.outcomes(end) for b in base], [r.outcomes(end) for r in paired])
+        lines.append(f"| {name} vs {baseline} ({seeds_label(paired)}) | {per_seed} | {verdict_cell(found)} |")
     return lines
+
+
+def same_seeds(base: list[Result], group: list[Result]) -> tuple[list[Result], list[Result]]:
+    """The runs of both groups at the training seeds they share, paired seed by seed."""
+    by_seed = {r.record["seed"]: r for r in base}
+    shared = [r for r in group if r.record["seed"] in by_seed]
+    return [by_seed[r.record["seed"]] for r in shared], shared
 
 
 def per_hour_table(methods: dict[str, list[Result]], baseline: str) -> list[str]:
@@ -301,8 +308,9 @@ def _headline(results: dict[str, Result]) -> list[str]:
             verdicts.append(f"{start} → end: {verdict_cell(found)}")
         if versus is not None:
             name, other = versus
-            found = seed_difference([o.outcomes(end) for o in other], [r.outcomes(end) for r in group])
-            verdicts.append(f"against {name}: {verdict_cell(found)}")
+            other, paired = same_seeds(other, group)
+            found = seed_difference([o.outcomes(end) for o in other], [r.outcomes(end) for r in paired])
+            verdicts.append(f"against {name} (seeds {seeds_label(paired)}): {verdict_cell(found)}")
         lines.append(f"| {label} | {tasks_of(group[0])} × {len(group)} ({seeds_label(group)}) | shipped → warm "
                      f"start → end: {path} | {'; '.join(verdicts)} |")
 
