@@ -56,3 +56,44 @@ def test_a_ray_without_token_auth_is_refused_naming_the_fix(version, refused):
             check_ray_version(version)
     else:
         check_ray_version(version)
+
+
+RAY_CLIENT_SERVER_PROBE = r"""
+import inspect, grpc
+from ray._private import grpc_utils
+from ray._private.authentication.authentication_constants import AUTHORIZATION_HEADER_NAME
+from ray.util.client.server import proxier, server
+
+# both Ray Client servers (the proxier `ray start --head` runs, and the per-job server) are built by this function
+for built in (proxier.serve_proxier, server.serve):
+    assert "create_grpc_server_with_interceptors(" in inspect.getsource(built), built.__qualname__
+
+echo = grpc.method_handlers_generic_handler("probe.Echo", {
+    "Say": grpc.unary_unary_rpc_method_handler(lambda request, context: request)})
+grpc_server = grpc_utils.create_grpc_server_with_interceptors(max_workers=2)
+grpc_server.add_generic_rpc_handlers((echo,))
+port = grpc_server.add_insecure_port("127.0.0.1:0")
+grpc_server.start()
+say = grpc.insecure_channel(f"127.0.0.1:{port}").unary_unary("/probe.Echo/Say")
+outcomes = []
+for metadata in ((), ((AUTHORIZATION_HEADER_NAME, "Bearer wrong-token-0123456789"),),
+                 ((AUTHORIZATION_HEADER_NAME, "Bearer probe-token-0123456789abcdef"),)):
+    try:
+        outcomes.append(say(b"hi", metadata=metadata, timeout=10).decode())
+    except grpc.RpcError as error:
+        outcomes.append(error.code().name)
+print(outcomes)
+grpc_server.stop(0)
+"""
+
+
+def test_the_ray_client_server_takes_no_call_without_the_token():
+    """`ray start --head` (the Slurm launcher's head) also starts Ray's Client server; agentforge does not use it. It
+    is built by Ray's gRPC server factory, which puts the token check in front of every method under token auth: a
+    call without the token, or with another, is refused."""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "probe-token-0123456789abcdef"}
+    env.pop("RAY_AUTH_TOKEN_PATH", None)
+    done = subprocess.run([sys.executable, "-P", "-c", RAY_CLIENT_SERVER_PROBE], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['UNAUTHENTICATED', 'UNAUTHENTICATED', 'hi']"
