@@ -13,7 +13,6 @@ import errno
 import json
 import logging
 import os
-import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,14 @@ from typing import Any
 
 from agentforge.errors import AgentforgeError
 from agentforge.reliability.faultpoints import fault_point
-from agentforge.reliability.safe_state import load_tensors, read_rng, safe_load_pickle, save_tensors, write_rng
+from agentforge.reliability.object_state import load_objects, save_objects
+from agentforge.reliability.safe_state import load_tensors, read_rng, save_tensors, write_rng
 
 log = logging.getLogger("agentforge.reliability.checkpoint")
 
 MARKER = "COMPLETE"
 RNG_FILE, ALGORITHM_FILE = "rng.json", "algorithm.pt"  # read without running code (reliability/safe_state.py)
+PENDING_FILE = "pending_rollouts.pt"  # asynchronous training's played batches (reliability/object_state.py)
 PARTIAL = ".partial-"  # a checkpoint being written: never matched by `iter_*`
 REPLACED = ".replaced-"  # a published checkpoint being replaced by a new save of the same iteration
 
@@ -116,8 +117,13 @@ class Checkpoint:
     @property
     def pending_rollouts(self) -> list[Any]:
         """Asynchronous training: the batches played and not yet trained when the checkpoint was written."""
-        path = self.path / "pending_rollouts.pkl"
-        return safe_load_pickle(path) if path.is_file() else []
+        path = self.path / PENDING_FILE
+        if not path.is_file():
+            if (self.path / "pending_rollouts.pkl").is_file():
+                log.warning("%s holds its played batches as a pickle (an older checkpoint); not read: the resumed "
+                            "run plays those iterations again", self.path)
+            return []
+        return load_objects(path)
 
     @property
     def algorithm_state(self) -> dict[str, Any]:
@@ -156,8 +162,7 @@ class CheckpointManager:
             if algorithm_state:
                 save_tensors(algorithm_state, partial / ALGORITHM_FILE)
             if pending_rollouts:
-                with (partial / "pending_rollouts.pkl").open("wb") as f:
-                    pickle.dump(pending_rollouts, f)
+                save_objects(pending_rollouts, partial / PENDING_FILE)
             fault_point("checkpoint_write")  # tests kill the run here: every file written, nothing published
             (partial / MARKER).write_text(str(iteration))
             _fsync_tree(partial)

@@ -3,10 +3,8 @@ plain `pickle.load` of a crafted file there executes whatever it names.
 
 - RNG states: JSON (`rng.json`).
 - An algorithm's learned state (tensors, numbers): `torch.save`, read back with `torch.load(weights_only=True)`.
-- Asynchronous training's played-but-untrained batches (agentforge's own dataclasses of numbers and strings): a
-  pickle read by `SafeUnpickler`, which builds only agentforge's dataclasses and enums and plain containers, by
-  `copyreg.__newobj__` (no `__init__`, no code of the file's choosing); any other global in the file is refused,
-  naming it.
+- Asynchronous training's played-but-untrained batches (agentforge's own dataclasses): plain values and tensors
+  through the same loader (`reliability/object_state.py`).
 
 DeepSpeed's own checkpoint files are read by DeepSpeed with `torch.load(weights_only=False)` (its optimizer state
 holds Python objects): that is contained by resuming only run dirs this user owns (`training/config.py`).
@@ -14,10 +12,6 @@ holds Python objects): that is contained by resuming only run dirs this user own
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import importlib
-import io
 import json
 import pickle
 import random
@@ -29,34 +23,9 @@ import torch
 
 from agentforge.errors import AgentforgeError
 
-SAFE_BUILTINS = frozenset({"set", "frozenset", "tuple", "list", "dict", "bytearray", "complex", "slice", "object"})
-SAFE_GLOBALS = frozenset({("copyreg", "__newobj__"), ("copyreg", "_reconstructor"), ("collections", "OrderedDict"),
-                          ("collections", "defaultdict"), ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath")})
-
 
 class UnsafeStateError(AgentforgeError):
     """A checkpoint file names code a checkpoint never holds: it was not written by agentforge (or was altered)."""
-
-
-class SafeUnpickler(pickle.Unpickler):
-    """Unpickles agentforge dataclasses, enums and plain containers; refuses every other global."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in SAFE_BUILTINS or (module, name) in SAFE_GLOBALS:
-            return super().find_class(module, name)
-        if module.split(".")[0] == "agentforge" and "." not in name:
-            found = getattr(importlib.import_module(module), name, None)
-            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
-                return found
-        raise UnsafeStateError(f"{module}.{name} is not something an agentforge checkpoint holds: the file was not "
-                               "written by agentforge or was altered, and was not loaded (nothing in it ran)")
-
-
-def safe_load_pickle(path: Path) -> Any:
-    try:
-        return SafeUnpickler(io.BytesIO(path.read_bytes())).load()
-    except UnsafeStateError as error:
-        raise UnsafeStateError(f"{path}: {error}") from None
 
 
 def rng_state() -> dict[str, Any]:

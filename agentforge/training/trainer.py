@@ -350,7 +350,7 @@ class Trainer:
             pending = self.producer.pending() if self.producer is not None else \
                 [b for b in self._pending if b.iteration >= iteration]
             if pending:
-                state["pending_rollouts"] = [b.iteration + 1 for b in pending]  # readable; the batches: .pkl
+                state["pending_rollouts"] = [b.iteration + 1 for b in pending]  # readable; the batches: their own file
             self.checkpoints.save(iteration, self.learner, state, self.algorithm.state_dict(), pending)
 
     def _producer_paused(self) -> Any:
