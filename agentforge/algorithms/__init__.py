@@ -10,6 +10,7 @@ from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns,
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
+from agentforge.algorithms.ppo import PPO
 from agentforge.algorithms.strata import StraTA
 from agentforge.algorithms.t2po import T2PO
 from agentforge.algorithms.tjpo import TJPO
@@ -19,6 +20,7 @@ __all__ = [
     "ALGORITHMS",
     "GRPO",
     "Algorithm",
+    "PPO",
     "GiGPO",
     "StraTA",
     "T2PO",

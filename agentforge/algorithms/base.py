@@ -47,6 +47,9 @@ class Algorithm:
     not_asynchronous: ClassVar[str | None] = None
     # why the algorithm cannot train an external agent through the gateway (env=agent), or None when it can
     not_gateway: ClassVar[str | None] = None
+    # the algorithm reads a critic's values (the learner then trains one: learner.critic) and gives per-token
+    # advantages through `token_advantages` instead of per-turn ones through `compute`
+    needs_values: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.config = _build_config(self.config_class, options, self.name or type(self).__name__)
@@ -82,6 +85,14 @@ class Algorithm:
     def compute(self, batch: TurnBatch) -> np.ndarray:
         """The vectorised core: per-turn advantages for a prebuilt batch (flat order)."""
         raise NotImplementedError(f"algorithm {self.name!r} does not implement compute()")
+
+    def token_advantages(self, samples: Sequence[Any], owners: Sequence[Any], groups: Sequence[Group],
+                         values: Sequence[np.ndarray]) -> np.ndarray:
+        """`needs_values` algorithms: set each sample's `token_advantages`, `returns` and `old_values` from the
+        critic's `values` (per sample, aligned with its response) and return one advantage per turn, flat in
+        `iter_turns` order, for the records. `samples[i]` was made from `owners[i]`, a turn of `groups`."""
+        raise NotImplementedError(f"algorithm {self.name!r} sets needs_values but does not implement "
+                                  "token_advantages()")
 
     # ---- state outside the policy (checkpointed with the run) --------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ that were sampled, not forced), `old_logprobs[i]` is the engine's log-prob of to
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -16,10 +17,16 @@ import numpy as np
 from agentforge.errors import AgentforgeError
 from agentforge.types import Group, LossRole, Span, Trajectory, Turn
 
+TOKEN_TARGETS = ("token_advantages", "returns", "old_values")  # a critic-based algorithm's per-token arrays
+
 
 @dataclass
 class TurnSample:
-    """One turn as training data; `advantage` is broadcast to the turn's response tokens.
+    """One turn as training data; `advantage` is broadcast to the turn's response tokens unless the algorithm gives
+    `token_advantages` (one per token, aligned with `input_ids`, 0 on the prompt: GAE over a critic's values).
+
+    A critic-based algorithm also sets `returns` (the value targets) and `old_values` (the critic's values the
+    targets were computed from, for the clipped value loss), both aligned with `input_ids`.
 
     Filled in by the learner's `prepare` when the objective needs them (all aligned with `input_ids`, 0 on the
     prompt): `rollout_logprobs` (the engine's, kept when `old_logprobs` are the learner's recomputed ones),
@@ -38,6 +45,9 @@ class TurnSample:
     ref_logprobs: np.ndarray | None = None
     is_weights: np.ndarray | None = None
     stratum: int | None = None
+    token_advantages: np.ndarray | None = None
+    returns: np.ndarray | None = None
+    old_values: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.input_ids = np.asarray(self.input_ids, dtype=np.int64)
@@ -47,7 +57,7 @@ class TurnSample:
         if len(self.loss_mask) != n or len(self.old_logprobs) != n:
             raise ValueError(f"sample arrays disagree: {n} input ids, {len(self.loss_mask)} mask values, "
                              f"{len(self.old_logprobs)} log-probs; all must be aligned with input_ids")
-        for name in ("rollout_logprobs", "ref_logprobs", "is_weights"):
+        for name in ("rollout_logprobs", "ref_logprobs", "is_weights", *TOKEN_TARGETS):
             value = getattr(self, name)
             if value is not None:
                 value = np.asarray(value, dtype=np.float32)
@@ -64,6 +74,23 @@ class TurnSample:
     @property
     def length(self) -> int:
         return len(self.input_ids)
+
+    def response_advantages(self) -> np.ndarray:
+        """The advantage of each response token (float32): the token-level ones, or the turn's broadcast."""
+        if self.token_advantages is not None:
+            return self.token_advantages[self.prompt_len:]
+        return np.full(self.length - self.prompt_len, self.advantage, np.float32)
+
+    def has_signal(self) -> bool:
+        """Whether any loss token has a non-zero advantage (a sample without adds exactly 0 to the policy loss)."""
+        if self.token_advantages is None:
+            return self.advantage != 0.0
+        return bool(np.any(self.token_advantages[self.loss_mask] != 0.0))
+
+    def advantages_finite(self) -> bool:
+        if self.token_advantages is None:
+            return math.isfinite(self.advantage)
+        return bool(np.isfinite(self.token_advantages[self.loss_mask]).all())
 
     @property
     def num_loss_tokens(self) -> int:
@@ -196,7 +223,7 @@ def batch_statistics(samples: Sequence[TurnSample]) -> dict[str, float]:
     """What a skipped (non-finite) step reports, so the cause can be found: sizes, advantages, old log-probs."""
     if not samples:
         return {"tokens": 0.0, "samples": 0.0}
-    adv = np.asarray([s.advantage for s in samples], np.float64)
+    adv = np.concatenate([s.response_advantages()[s.loss_mask[s.prompt_len:]] for s in samples]).astype(np.float64)
     old = np.concatenate([s.old_logprobs[s.loss_mask] for s in samples]) if samples else np.zeros(0)
     finite_adv = adv[np.isfinite(adv)]
     stats = {

@@ -111,6 +111,24 @@ class CorrectionSettings:
 
 
 @dataclass
+class CriticSettings:
+    """The value model an algorithm asks for (`Algorithm.needs_values`, e.g. ppo): the policy's body with a scalar
+    head, trained by its own optimizer on the clipped value loss (verl's critic defaults: lr 1e-5, cliprange 0.5)."""
+
+    enabled: bool = opt(False, "train a critic beside the policy (the trainer turns it on for an algorithm that "
+                               "needs values, e.g. ppo)")
+    lr: float = opt(1e-5, "the critic's learning rate", gt=0)
+    cliprange_value: float = opt(0.5, "value clip: V stays within +-this of the values the targets came from",
+                                 gt=0)
+    weight_decay: float = opt(0.0, "the critic's AdamW weight decay", ge=0)
+    grad_clip: float = opt(1.0, "the critic's gradient norm clip (0: off)", ge=0)
+    lora: bool | None = opt(None, "LoRA on the critic's body (null: as the policy, learner.lora.enabled)")
+
+    def uses_lora(self, config: LearnerConfig) -> bool:
+        return config.lora.enabled if self.lora is None else bool(self.lora)
+
+
+@dataclass
 class LearnerConfig:
     """Everything the DeepSpeed learner needs besides the model path.
 
@@ -145,6 +163,7 @@ class LearnerConfig:
     old_logprobs: str = opt("engine", "engine: the rollout engine's log-probs | recompute: the learner's forward "
                                       "before the update", choices=("engine", "recompute"))
     rollout_correction: CorrectionSettings = opt(CorrectionSettings(), "")
+    critic: CriticSettings = opt(CriticSettings(), "")
     ppo_epochs: int = opt(1, "passes over each batch (pi_old fixed before the first)", ge=1)
     mini_batch_size: int | None = opt(None, "per optimizer step, in mini_batch_unit (null: the whole batch)", ge=1)
     mini_batch_unit: str = opt("turns", "turns (turn samples) | tokens (loss tokens)", choices=("turns", "tokens"))
@@ -186,6 +205,9 @@ class LearnerConfig:
         if "rollout_correction" in kwargs:
             _reject_unknown("learner.rollout_correction", kwargs["rollout_correction"], CorrectionSettings)
             kwargs["rollout_correction"] = CorrectionSettings(**kwargs["rollout_correction"])
+        if "critic" in kwargs:
+            _reject_unknown("learner.critic", kwargs["critic"], CriticSettings)
+            kwargs["critic"] = CriticSettings(**kwargs["critic"])
         if "betas" in kwargs:
             kwargs["betas"] = tuple(kwargs["betas"])
         return cls(**kwargs)

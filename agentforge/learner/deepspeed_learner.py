@@ -141,6 +141,11 @@ class DeepSpeedLearnerRank:
             self.reference.to(self.device)
         if config.loss.needs_reference() and config.lora.enabled and config.zero_stage != 3:
             self.reference_adapter = self._adapter_snapshot()
+        self.critic = None  # the value model, when the algorithm asks for one (learner.critic.enabled)
+        if config.critic.enabled:
+            from agentforge.learner.critic import CriticRole
+
+            self.critic = CriticRole(self.model_path, config, world_size, self._all_reduce)
 
     # ------------------------------------------------------------------------------------------- set-up
 
@@ -293,7 +298,7 @@ class DeepSpeedLearnerRank:
         computed = samples
         if not sft and self.config.zero_advantage_skippable():
             # exact: such a sample adds 0 to the loss and its gradient; the denominators above still count it
-            computed = [s for s in samples if s.advantage != 0.0]
+            computed = [s for s in samples if s.has_signal()]
         sharing = self.config.sharing
         batches = pack_micro_batches(computed, self.config.micro_batch_tokens, sharing)
         num_batches, any_bad = (int(v) for v in self._all_reduce([len(batches), float(bad_input)], "max"))
@@ -448,6 +453,20 @@ class DeepSpeedLearnerRank:
         self.engine.train()
         return out
 
+    def compute_values(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
+        """The critic's values of each sample's response tokens (aligned with `response_ids`)."""
+        return self._critic().values(samples)
+
+    def critic_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
+        """One optimizer step of the critic's clipped value loss over this rank's samples."""
+        return self._critic().step(samples)
+
+    def _critic(self) -> Any:
+        if self.critic is None:
+            raise AgentforgeError("this learner has no critic: an algorithm that needs values turns it on "
+                                  "(learner.critic.enabled=true)")
+        return self.critic
+
     # -------------------------------------------------------------------------------------------- export
 
     def export_weights(self, only_changed: bool = False, copy: bool = True) -> list[tuple[str, torch.Tensor]]:
@@ -541,6 +560,8 @@ class DeepSpeedLearnerRank:
                                     client_state={"learner_steps": self.steps},
                                     exclude_frozen_parameters=self.config.lora.enabled)
         self._save_hf(path / "hf")
+        if self.critic is not None:
+            self.critic.save(path, exclude_frozen=self.config.critic.uses_lora(self.config))
         if self.rank == 0 and self.reference_moved:  # the reference is no longer the model as loaded: keep it
             from safetensors.torch import save_file
 
@@ -594,6 +615,8 @@ class DeepSpeedLearnerRank:
         if load_path is None:
             raise AgentforgeError(f"DeepSpeed found no state under {path / 'deepspeed'}; the checkpoint is damaged")
         self.steps = int((client or {}).get("learner_steps", 0))
+        if self.critic is not None:
+            self.critic.load(path, strict=not self.config.critic.uses_lora(self.config))
         if (path / REFERENCE_FILE).is_file() and self.config.loss.needs_reference():
             from safetensors.torch import load_file
 
@@ -615,6 +638,7 @@ class DeepSpeedLearnerRank:
         """Free the engine (the process group stays: other rank objects in this process may reuse it)."""
         self.engine = None  # type: ignore[assignment]
         self.reference = None
+        self.critic = None
         import gc
 
         gc.collect()
@@ -624,7 +648,7 @@ class DeepSpeedLearnerRank:
 
 
 def _inputs_finite(samples: Sequence[TurnSample]) -> bool:
-    return all(math.isfinite(s.advantage) and np.isfinite(s.old_logprobs[s.loss_mask]).all() for s in samples)
+    return all(s.advantages_finite() and np.isfinite(s.old_logprobs[s.loss_mask]).all() for s in samples)
 
 
 def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:

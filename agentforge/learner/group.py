@@ -147,12 +147,26 @@ class Learner:
         done = self.optimizer_steps()
         rng = np.random.default_rng([int(self.config.seed), done])
         steps: list[dict[str, float]] = []
+        critic_steps: list[dict[str, float]] = []
+        with_critic = self.config.critic.enabled and any(s.returns is not None for s in samples)
         for epoch in range(self.config.ppo_epochs):
             for piece in mini_batches(samples, self.config.mini_batch_size, self.config.mini_batch_unit,
                                       rng if self.config.shuffle else None):
                 steps.append({**self.step(piece), "epoch": float(epoch + 1)})
+                if with_critic:  # the critic steps on the same pieces (verl: ppo_epochs and mini-batches alike)
+                    critic_steps.append(self.critic_step(piece))
         self.last_steps = steps
+        if with_critic:
+            metrics.update(critic_metrics(samples, critic_steps))
         return {**combine_steps(steps), **metrics}
+
+    def critic_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
+        """One optimizer step of the critic's clipped value loss (samples carry `returns` and `old_values`)."""
+        return self._train("critic_step", samples)
+
+    def compute_values(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
+        """The critic's value of each sample's response tokens, in the order given (needs learner.critic)."""
+        return self._gather("compute_values", samples)
 
     def optimizer_steps(self) -> int:
         """Optimizer steps taken so far (restored with a checkpoint): seeds each update's mini-batch order."""
@@ -173,10 +187,13 @@ class Learner:
     def compute_logprobs(self, samples: Sequence[TurnSample], reference: bool = False) -> list[np.ndarray]:
         """The learner's log-probs of each sample's response tokens, in the order given (`reference=True`: the
         KL reference policy's)."""
+        return self._gather("compute_logprobs", samples, reference)
+
+    def _gather(self, method: str, samples: Sequence[TurnSample], *extra: Any) -> list[np.ndarray]:
+        """A per-token inference over the samples sharded across ranks, back in the order given."""
         samples = list(samples)
         owners = shard_indices_by_tokens(samples, self.config.num_ranks, self.config.sharing)
-        results = self._call_all("compute_logprobs",
-                                 per_rank_args=[([samples[i] for i in o], reference) for o in owners])
+        results = self._call_all(method, per_rank_args=[([samples[i] for i in o], *extra) for o in owners])
         out: list[np.ndarray] = [np.zeros(0)] * len(samples)
         for indices, logps in zip(owners, results, strict=True):
             for i, logp in zip(indices, logps, strict=True):
@@ -231,6 +248,23 @@ class Learner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def critic_metrics(samples: Sequence[TurnSample], steps: list[dict[str, float]]) -> dict[str, float]:
+    """The critic's update: its steps' means, and how much of the returns' variance the values it started from
+    explained (1: all; <= 0: no better than their mean)."""
+    from agentforge.learner.critic import explained_variance
+
+    out: dict[str, float] = {}
+    for name in sorted({k for step in steps for k in step}):
+        values = [step[name] for step in steps if name in step]
+        out[name] = float(np.mean(values)) if name != "critic/lr" else float(values[-1])
+    masks = [s.loss_mask[s.prompt_len:] for s in samples]
+    out["critic/explained_variance"] = explained_variance([s.old_values[s.prompt_len:] for s in samples],
+                                                          [s.returns[s.prompt_len:] for s in samples], masks)
+    out["critic/returns_mean"] = float(np.mean(np.concatenate(
+        [s.returns[s.prompt_len:][m] for s, m in zip(samples, masks, strict=True)])))
+    return out
 
 
 def mini_batches(samples: list[TurnSample], size: int | None, unit: str,

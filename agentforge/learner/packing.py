@@ -242,7 +242,8 @@ class PackedBatch:
     (length N, every response token of every sample): `row`, `source` (index into `keep` of the position whose
     logits predict it), `target`, `loss_mask` (sampled, not forced), `old_logprobs`, `advantages`, `sequence` (the
     sample as a tensor: sequence-level objectives group by it), optional `ref_logprobs`/`is_weights` (when every
-    sample has them), `stratum` (when any sample has one; -1 for the others), and `sample`/`index` (which sample,
+    sample has them), `stratum` (when any sample has one; -1 for the others), `returns`/`old_values` (the critic's
+    targets and values, when every sample has them), and `sample`/`index` (which sample,
     which response token) to map results back.
     """
 
@@ -262,6 +263,8 @@ class PackedBatch:
     ref_logprobs: torch.Tensor | None = None
     is_weights: torch.Tensor | None = None
     stratum: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
 
     @property
     def offset(self) -> int:
@@ -296,6 +299,9 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
     with_ref = all(s.ref_logprobs is not None for s in members)
     with_weights = all(s.is_weights is not None for s in members)
     with_strata = any(s.stratum is not None for s in members)
+    with_values = all(s.returns is not None and s.old_values is not None for s in members)
+    tok_returns: list[np.ndarray] = []
+    tok_values: list[np.ndarray] = []
     tok_stratum: list[np.ndarray] = []
     tok_ref: list[np.ndarray] = []
     tok_weight: list[np.ndarray] = []
@@ -323,7 +329,10 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
             tok_target.append(s.input_ids[p:])
             tok_loss.append(s.loss_mask[p:])
             tok_old.append(s.old_logprobs[p:])
-            tok_adv.append(np.full(n, s.advantage, np.float32))
+            tok_adv.append(s.response_advantages())
+            if with_values:
+                tok_returns.append(s.returns[p:])
+                tok_values.append(s.old_values[p:])
             tok_sample.append(np.full(n, i))
             tok_index.append(np.arange(n))
             if with_ref:
@@ -348,6 +357,8 @@ def collate_packed(samples: Sequence[TurnSample], rows: Sequence[Sequence[int]],
         ref_logprobs=as_tensor(cat(tok_ref).astype(np.float32)) if with_ref else None,
         is_weights=as_tensor(cat(tok_weight).astype(np.float32)) if with_weights else None,
         stratum=as_tensor(cat(tok_stratum)) if with_strata else None,
+        returns=as_tensor(cat(tok_returns).astype(np.float32)) if with_values else None,
+        old_values=as_tensor(cat(tok_values).astype(np.float32)) if with_values else None,
     )
 
 

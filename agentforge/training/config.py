@@ -9,7 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from agentforge.algorithms import make_algorithm
-from agentforge.errors import ConfigError, ConfigProblems
+from agentforge.errors import AgentforgeError, ConfigError, ConfigProblems
 from agentforge.learner.config import LearnerConfig
 
 GROUP_RELATIVE = {"grpo", "gigpo", "tjpo", "t2po", "strata", "trajevolve"}
@@ -134,7 +134,20 @@ def learner_config_for_run(cfg: DictConfig, total_steps: int | None = None) -> L
     values["loss"] = loss
     if total_steps is not None:
         values["total_steps"] = total_steps
+    if algorithm_needs_values(cfg):  # the algorithm reads a critic: the learner trains one
+        values["critic"] = {**dict(values.get("critic") or {}), "enabled": True}
     return LearnerConfig.from_mapping(values)
+
+
+def algorithm_needs_values(cfg: DictConfig) -> bool:
+    """Whether the run's algorithm asks for a critic (`Algorithm.needs_values`)."""
+    import agentforge.algorithms  # noqa: F401  (registers the built-ins)
+    from agentforge.algorithms.base import ALGORITHMS
+
+    try:
+        return bool(getattr(ALGORITHMS.get(str(cfg.algorithm.name)), "needs_values", False))
+    except (AgentforgeError, ImportError, AttributeError):  # an unknown algorithm: the algorithm's check says so
+        return False
 
 
 def batch_bounds(cfg: DictConfig) -> tuple[int, int]:

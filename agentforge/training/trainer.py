@@ -249,9 +249,14 @@ class Trainer:
         t_prepare = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        advantages = self.algorithm.advantages(groups)
-        span_advantages = self.algorithm.span_advantages(groups)
-        assign_advantages(samples, owners, groups, advantages, span_advantages, name)
+        span_advantages = None
+        if self.algorithm.needs_values:  # a critic's values → per-token advantages and the critic's targets
+            values = self.learner.compute_values(samples) if samples else []
+            advantages = self.algorithm.token_advantages(samples, owners, groups, values)
+        else:
+            advantages = self.algorithm.advantages(groups)
+            span_advantages = self.algorithm.span_advantages(groups)
+            assign_advantages(samples, owners, groups, advantages, span_advantages, name)
         t_adv = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -283,7 +288,7 @@ class Trainer:
         self.clock["episodes"] += int(sum(len(g.trajectories) for g in played))
         metrics: dict[str, Any] = {f"train/{k}": v for k, v in summary.items()}
         metrics.update(self._clock_metrics())
-        metrics.update({f"train/{k}": v for k, v in learner_metrics.items()})
+        metrics.update({(k if k.startswith("critic/") else f"train/{k}"): v for k, v in learner_metrics.items()})
         metrics.update({(k if "/" in k else f"train/{k}"): v for k, v in
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})

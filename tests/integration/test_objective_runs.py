@@ -79,6 +79,20 @@ def test_every_option_at_once_trains_checkpoints_and_resumes(tmp_path):
     assert resumed[2]["kl_reward/coef"] != beta_after_two  # continued from the checkpointed beta, then moved
 
 
+def test_ppo_trains_a_critic_beside_the_policy_checkpoints_and_resumes_it(tmp_path):
+    """algorithm=ppo turns the learner's critic on: per-token GAE advantages, the critic's own steps and metrics,
+    its state in the checkpoint and back on resume; a group of one is enough (no group baseline)."""
+    run_dir = tmp_path / "run"
+    options = ["algorithm=ppo", "trainer.group_size=1", "trainer.tasks_per_iteration=4", "trainer.checkpoint_every=1"]
+    first = train(run_dir, "trainer.iterations=1", *options)[0]
+    for key in ("critic/value_loss", "critic/explained_variance", "critic/grad_norm", "critic/returns_mean"):
+        assert key in first, key
+    assert first["critic/value_loss"] == first["critic/value_loss"] and first["train/skipped"] == 0
+    assert next((run_dir / "checkpoints" / "iter_000001").rglob("critic"), None) is not None
+    resumed = train(run_dir, "trainer.iterations=2", f"resume={run_dir}", *options)
+    assert [r["iteration"] for r in resumed] == [1, 2] and "critic/value_loss" in resumed[1]
+
+
 def test_dynamic_sampling_plays_more_rounds_when_groups_have_no_signal(tmp_path):
     """The tiny model fails every Sokoban room the same way: no group has signal, so every round is played and
     nothing is trained (said, not hidden); with signal it stops at the first round."""

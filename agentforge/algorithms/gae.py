@@ -1,0 +1,71 @@
+"""Generalised advantage estimation over a multi-turn episode's tokens, with a critic's values.
+
+The episode is read as one chain of the tokens the policy sampled, turn after turn (observation and forced tokens
+are not in it: verl's multi-turn GAE skips observation tokens the same way). Each turn's reward lands on its last
+sampled token; between tokens of one turn nothing is discounted, between turns `gamma` is (one env step, as
+GiGPO's γ), and λ mixes per token (RAGEN's bi-level GAE discounts per turn and mixes per token alike). The chain
+ends with value 0 after its last token (an episode cut at `agent.max_turns` is not bootstrapped).
+
+    δ_t = r_t + g_t · V_{t+1} − V_t,    A_t = δ_t + g_t · λ · A_{t+1},    R_t = A_t + V_t
+
+with g_t = γ at a turn's last token and 1 inside a turn. With γ = λ = 1 (verl's defaults) A_t is the episode's
+remaining return minus V_t: the critic is a per-token baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class TurnTokens:
+    """One sampled turn of an episode as GAE reads it: its loss tokens' values, and the turn's reward."""
+
+    values: np.ndarray  # float, one per loss token of the turn, in order
+    reward: float
+
+
+def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
+                trailing_reward: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Advantages and returns of every loss token of one episode, per turn (aligned with `turns[k].values`).
+
+    `trailing_reward` is reward that arrived after the last sampled token (a later turn without sampled tokens),
+    already discounted to that token."""
+    sizes = [len(t.values) for t in turns]
+    if not sum(sizes):
+        return [np.zeros(0, np.float32) for _ in turns], [np.zeros(0, np.float32) for _ in turns]
+    values = np.concatenate([np.asarray(t.values, np.float64) for t in turns])
+    rewards = np.zeros_like(values)
+    step = np.ones_like(values)  # the discount from token t to token t+1
+    end = 0
+    for turn, size in zip(turns, sizes, strict=True):
+        end += size
+        if size:
+            rewards[end - 1] += turn.reward
+            step[end - 1] = gamma
+    last = len(values) - 1
+    rewards[last] += trailing_reward
+    advantages = np.zeros_like(values)
+    running = 0.0
+    for t in range(last, -1, -1):
+        next_value = values[t + 1] if t < last else 0.0
+        delta = rewards[t] + step[t] * next_value - values[t]
+        running = delta + step[t] * lam * running
+        advantages[t] = running
+    returns = advantages + values
+    cuts = np.cumsum(sizes)[:-1]
+    return ([a.astype(np.float32) for a in np.split(advantages, cuts)],
+            [r.astype(np.float32) for r in np.split(returns, cuts)])
+
+
+def whiten(arrays: Sequence[np.ndarray], eps: float = 1e-8) -> list[np.ndarray]:
+    """Every token's advantage shifted and scaled by the batch's mean and std over all tokens (verl's
+    `masked_whiten`)."""
+    flat = np.concatenate([np.asarray(a, np.float64) for a in arrays]) if arrays else np.zeros(0)
+    if flat.size < 2:
+        return [np.asarray(a, np.float32) for a in arrays]
+    mean, std = flat.mean(), flat.std()
+    return [((np.asarray(a, np.float64) - mean) / (std + eps)).astype(np.float32) for a in arrays]

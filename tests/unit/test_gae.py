@@ -1,0 +1,96 @@
+"""GAE over a multi-turn episode's sampled tokens (algorithms/gae.py) and PPO's token advantages (algorithms/ppo.py),
+against a per-token loop written from the recursion and against values worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentforge.algorithms import make_algorithm
+from agentforge.algorithms.gae import TurnTokens, episode_gae, whiten
+from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.learner.batch import policy_samples
+from agentforge.types import Group, LossRole, Task, Trajectory, Turn
+
+
+def reference_gae(values: list[list[float]], rewards: list[float], gamma: float, lam: float):
+    """δ and A token by token, from the definitions (γ between turns, 1 inside one, V = 0 after the end)."""
+    flat = [(k, v) for k, turn in enumerate(values) for v in turn]
+    adv = [0.0] * len(flat)
+    nxt_adv = 0.0
+    for t in range(len(flat) - 1, -1, -1):
+        k, v = flat[t]
+        last_of_turn = t == len(flat) - 1 or flat[t + 1][0] != k
+        r = rewards[k] if last_of_turn else 0.0
+        g = gamma if last_of_turn else 1.0
+        nv = flat[t + 1][1] if t + 1 < len(flat) else 0.0
+        nxt_adv = r + g * nv - v + g * lam * nxt_adv
+        adv[t] = nxt_adv
+    return adv
+
+
+@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.9, 0.95), (0.5, 0.0)])
+def test_episode_gae_matches_the_recursion_token_by_token(gamma, lam):
+    rng = np.random.default_rng(0)
+    values = [list(rng.normal(size=n)) for n in (3, 1, 4)]
+    rewards = [0.0, -0.1, 1.0]
+    advantages, returns = episode_gae([TurnTokens(np.asarray(v), r) for v, r in zip(values, rewards, strict=True)],
+                                      gamma, lam)
+    flat = np.concatenate(advantages)
+    np.testing.assert_allclose(flat, reference_gae(values, rewards, gamma, lam), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(returns), flat + np.concatenate(values), rtol=1e-5, atol=1e-6)
+    assert [len(a) for a in advantages] == [3, 1, 4]
+
+
+def test_with_gamma_and_lambda_one_the_advantage_is_the_return_to_go_minus_the_value():
+    advantages, returns = episode_gae([TurnTokens(np.array([0.2, 0.4]), 0.5), TurnTokens(np.array([0.1]), 1.0)],
+                                      1.0, 1.0)
+    np.testing.assert_allclose(np.concatenate(advantages), [1.5 - 0.2, 1.5 - 0.4, 1.0 - 0.1], atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(returns), [1.5, 1.5, 1.0], atol=1e-6)
+    # γ discounts per turn, not per token: the first turn's two tokens see the second turn's reward alike
+    advantages, _ = episode_gae([TurnTokens(np.zeros(2), 0.0), TurnTokens(np.zeros(1), 1.0)], 0.5, 1.0)
+    np.testing.assert_allclose(np.concatenate(advantages), [0.5, 0.5, 1.0], atol=1e-6)
+
+
+def test_whiten_gives_mean_zero_and_unit_std_over_all_tokens():
+    out = whiten([np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0])])
+    flat = np.concatenate(out)
+    assert flat.mean() == pytest.approx(0.0, abs=1e-6) and flat.std() == pytest.approx(1.0, abs=1e-5)
+
+
+def turn(prompt: list[int], response: list[int], reward: float, forced: list[bool] | None = None,
+         role: LossRole = LossRole.ACTION) -> Turn:
+    return Turn(prompt_ids=prompt, response_ids=response, logprobs=[-1.0] * len(response),
+                forced_mask=forced or [False] * len(response), response_text="", action=None, valid=True,
+                reward=reward, env_reward=reward, anchor=None, observation="", role=role)
+
+
+def test_ppo_spreads_episode_gae_over_samples_and_skips_forced_tokens():
+    episode = Trajectory(task=Task(env="x", seed=0), rollout_index=0, turns=[
+        turn([1, 2], [3, 4, 5], 0.0, forced=[False, True, False]),  # the forced token is not in the chain
+        turn([1, 2, 3], [6], 0.0, role=LossRole.NOT_TRAINED),  # no sample: its reward would move back
+        turn([1, 2, 3, 4], [7, 8], 1.0),
+    ])
+    groups = [Group(task=episode.task, trajectories=[episode])]
+    samples, owners = policy_samples(groups)
+    assert len(samples) == 2
+    values = [np.array([0.1, 9.0, 0.3], np.float32), np.array([0.2, 0.4], np.float32)]
+    ppo = make_algorithm({"name": "ppo", "gamma": 1.0, "lam": 1.0, "normalize": False})
+    per_turn = ppo.token_advantages(samples, owners, groups, values)
+    first, second = samples
+    np.testing.assert_allclose(first.token_advantages[2:], [1.0 - 0.1, 0.0, 1.0 - 0.3], atol=1e-6)
+    np.testing.assert_allclose(second.token_advantages[4:], [1.0 - 0.2, 1.0 - 0.4], atol=1e-6)
+    np.testing.assert_allclose(first.returns[2:], [1.0, 0.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(first.old_values[2:], values[0], atol=1e-6)
+    assert not first.token_advantages[:2].any()  # nothing on the prompt
+    assert len(per_turn) == 3 and per_turn[1] == 0.0  # flat over every turn, the untrained one 0
+    assert per_turn[2] == pytest.approx(np.mean([0.8, 0.6]))
+
+
+def test_ppo_is_refused_where_its_parts_are_missing():
+    ppo = make_algorithm("ppo")
+    assert ppo.needs_values and ppo.not_asynchronous and ppo.not_gateway
+    with pytest.raises(AgentforgeError, match="token_advantages"):
+        ppo.advantages([])
+    with pytest.raises(ConfigError, match="lam"):
+        make_algorithm({"name": "ppo", "lam": 1.5})
