@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +213,66 @@ def build_training_streams(cfg: DictConfig, held_out: Any, keyer: Any) -> Any:
     from agentforge.tasks.held_out import TrainingFilter, TrainingStreams
 
     return TrainingStreams(int(cfg.seed), TrainingFilter(keyer.key, digest, held_out.reserved()))
+
+
+@dataclass
+class RolloutStack:
+    """What every command plays with: the engine, the env pool, the rollout context and the algorithm's workflow for
+    each purpose. `close()` closes all of it, each part once, workflows first (a gateway's HTTP server and batcher,
+    for env=agent), then the pool, then the engine; a part that fails to close does not keep the others open."""
+
+    engine: RolloutEngine
+    pool: EnvPool
+    ctx: RolloutContext
+    algorithm: Any
+    workflows: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
+
+    def workflow(self, purpose: str) -> Any:
+        return self.workflows[purpose]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        closers = [w.close for w in self.workflows.values() if hasattr(w, "close")]
+        errors: list[Exception] = []
+        for close in (*closers, self.pool.close, self.engine.close):
+            try:
+                close()
+            except Exception as error:  # the others still close; the first error is raised after
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> RolloutStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_rollout_stack(cfg: DictConfig, spec: ModelSpec, purposes: Sequence[str],
+                        after_engine: Callable[[RolloutEngine], None] | None = None) -> RolloutStack:
+    """The engine (first: vLLM's start reseeds torch), `after_engine(engine)` (a checkpoint's weights pushed in, the
+    run's seeding, Ray for the learner), the env pool, the rollout context, the algorithm (after the seeding: some
+    draw from the seeded RNGs as they are built) and its workflow for each purpose (`build_workflow`). A start that
+    fails part-way closes what it had started."""
+    from agentforge.algorithms import make_algorithm
+
+    with contextlib.ExitStack() as started:
+        engine = build_engine(cfg, spec)
+        started.callback(close_quietly, engine.close)
+        if after_engine is not None:
+            after_engine(engine)
+        pool = build_pool(cfg)  # a Ray pool joins (or starts) the Ray runtime itself
+        started.callback(close_quietly, pool.close)
+        ctx = build_rollout_context(cfg, engine, pool)
+        algorithm = make_algorithm(cfg.algorithm)
+        workflows: dict[str, Any] = {}
+        for purpose in purposes:
+            workflows[purpose] = workflow = build_workflow(cfg, algorithm, purpose)
+            if hasattr(workflow, "close"):
+                started.callback(close_quietly, workflow.close)
+        started.pop_all()
+    return RolloutStack(engine, pool, ctx, algorithm, workflows)

@@ -12,7 +12,6 @@ gives the same numbers, and an eval with the trainer's eval settings reproduces 
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,10 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig
 
-from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
-    build_engine,
     build_held_out,
     build_model_spec,
-    build_pool,
-    build_rollout_context,
-    build_workflow,
-    close_quietly,
+    build_rollout_stack,
     plain,
     prepare_run_dir,
     without_name,
@@ -151,7 +145,8 @@ def held_out_overlap(evaluator: Evaluator, split: str, source: CheckpointSource 
 def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointSource | None) -> Evaluator:
     """The evaluator's parts from the composed config (this command's layer): the model (the recipe's, a model dir
     given as `checkpoint=`, or the recipe's with a checkpoint's weights pushed in), the held-out tasks, the engine,
-    the env pool and the algorithm's eval workflow. A start that fails part-way closes what it had started."""
+    the env pool and the algorithm's eval workflow (`build_rollout_stack`: a start that fails part-way closes what it
+    had started)."""
     spec = build_model_spec(cfg)
     if source is not None and source.kind == "model":
         spec = replace(spec, path=str(source.weights_dir), name=f"{spec.name}@{source.weights_dir}")
@@ -162,17 +157,12 @@ def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointS
     console.print(f"[bold]eval[/] {source.describe() if source else 'the recipe model as shipped'} · model "
                   f"{spec.name} · engine {cfg.engine.name} · env {cfg.env.name} · {len(tasks)} tasks × "
                   f"{settings.samples_per_task} at T={settings.temperature}")
-    with contextlib.ExitStack() as started:
-        engine = build_engine(cfg, spec)
-        started.callback(close_quietly, engine.close)
+    def push_checkpoint(engine: Any) -> None:
         if source is not None and source.kind == "checkpoint":
             engine.update_weights(load_checkpoint_weights(source, spec.path))
-        pool = build_pool(cfg)
-        started.callback(close_quietly, pool.close)
-        ctx = build_rollout_context(cfg, engine, pool)
-        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "eval")
-        evaluator = Evaluator(settings, spec, seed, tasks, engine, pool, ctx, workflow, held_out)
-        started.pop_all()  # from here the evaluator closes them
+
+    stack = build_rollout_stack(cfg, spec, ["eval"], after_engine=push_checkpoint)
+    evaluator = Evaluator(settings, spec, seed, tasks, stack, held_out)  # from here the evaluator closes them
     return evaluator
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentforge.evaluation.settings import EvalSettings
 from agentforge.models.loading import ModelSpec
@@ -13,6 +13,9 @@ from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutContext, RolloutResult, RolloutStats
 from agentforge.tracking.progress import rollout_progress
 from agentforge.types import Group, SamplingConfig, Task
+
+if TYPE_CHECKING:
+    from agentforge.builders import RolloutStack
 
 
 @dataclass
@@ -65,12 +68,13 @@ def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str]
 
 class Evaluator:
     """Plays the eval tasks on one engine and env pool, one row per sampling config (`row(...)`); built by
-    `evaluation.evaluate.build_evaluator` (the eval command's layer), it closes the engine and pool it is handed."""
+    `evaluation.evaluate.build_evaluator` (the eval command's layer), it closes the rollout stack it is handed."""
 
-    def __init__(self, settings: EvalSettings, spec: ModelSpec, seed: int, tasks: list[Task], engine: Any,
-                 pool: Any, ctx: RolloutContext, workflow: Any, held_out: Any = None) -> None:
+    def __init__(self, settings: EvalSettings, spec: ModelSpec, seed: int, tasks: list[Task], stack: RolloutStack,
+                 held_out: Any = None) -> None:
         self.settings, self.spec, self.seed, self.tasks = settings, spec, seed, tasks
-        self.engine, self.pool, self.ctx, self.workflow = engine, pool, ctx, workflow
+        self.stack = stack
+        self.engine, self.pool, self.ctx, self.workflow = stack.engine, stack.pool, stack.ctx, stack.workflow("eval")
         self.held_out = held_out  # the reserved held-out sets the tasks come from (agentforge/tasks/held_out.py)
 
     @property
@@ -90,9 +94,5 @@ class Evaluator:
                        result.groups)
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        """The engine, the pool and the eval workflow (a gateway's server with env=agent), each once."""
+        self.stack.close()

@@ -8,16 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from rich.table import Table
 
-from agentforge.algorithms import make_algorithm
-from agentforge.builders import (
-    build_engine,
-    build_model_spec,
-    build_pool,
-    build_rollout_context,
-    build_workflow,
-    prepare_run_dir,
-    without_name,
-)
+from agentforge.builders import build_model_spec, build_rollout_stack, prepare_run_dir, without_name
 from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import task_sampler
@@ -48,20 +39,13 @@ def run_rollout(cfg: DictConfig) -> dict[str, float]:
     spec = build_model_spec(cfg)
     console.print(f"model [bold]{spec.name}[/] ({spec.path}) · engine [bold]{cfg.engine.name}[/] · env "
                   f"[bold]{cfg.env.name}[/] · pool [bold]{cfg.env_pool.kind}[/]")
-    engine = build_engine(cfg, spec)
-    pool = build_pool(cfg)
-    try:
-        ctx = build_rollout_context(cfg, engine, pool)
-        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
+    with build_rollout_stack(cfg, spec, ["rollout"]) as stack:
         sampler = task_sampler(str(cfg.env.name), without_name(cfg.env), cfg.rollout.split,
                                int(cfg.rollout.seed_offset))
         tasks = sampler.sample(cfg.rollout.num_tasks)
         total = len(tasks) * cfg.rollout.group_size
         with rollout_progress(f"rollout {cfg.env.name}", total, int(cfg.agent.max_turns)) as on_progress:
-            result = workflow.run(ctx, tasks, cfg.rollout.group_size, on_progress)
-    finally:
-        pool.close()
-        engine.close()
+            result = stack.workflow("rollout").run(stack.ctx, tasks, cfg.rollout.group_size, on_progress)
     groups = result.groups
     write_trajectories(run_dir / "trajectories.jsonl", groups, cfg.rollout.save_tokens)
     summary = rollout_summary(groups, result.stats, result.metrics)

@@ -18,15 +18,11 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from agentforge.algorithms import make_algorithm
 from agentforge.builders import (
-    build_engine,
     build_held_out,
     build_model_spec,
-    build_pool,
-    build_rollout_context,
+    build_rollout_stack,
     build_training_streams,
-    build_workflow,
     close_quietly,
     plain,
     prepare_run_dir,
@@ -94,23 +90,19 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         held_out, keyer = build_held_out(cfg, {"eval": tcfg.eval_tasks, "test": tcfg.test_tasks})
         started.callback(close_quietly, keyer.close)
         streams = build_training_streams(cfg, held_out, keyer)
-        engine = build_engine(cfg, spec)  # first: vLLM's in-process start-up reseeds torch
-        started.callback(close_quietly, engine.close)
-        seed_everything(int(cfg.seed))
-        ray_pool = cfg.env_pool.kind == "ray" and cfg.env.name != "agent"  # env=agent hosts no env workers
-        if ray_pool or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
-            ensure_ray()
-            start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
-        pool = build_pool(cfg)
-        started.callback(close_quietly, pool.close)
-        ctx = build_rollout_context(cfg, engine, pool)
+        def after_engine(engine: Any) -> None:  # vLLM's in-process start-up reseeds torch: seed after it
+            seed_everything(int(cfg.seed))
+            ray_pool = cfg.env_pool.kind == "ray" and cfg.env.name != "agent"  # env=agent hosts no env workers
+            if ray_pool or not learner_cfg.in_process or cfg.engine.get("replicas") is not None:
+                ensure_ray()
+                start_reaper()  # a SIGKILLed run leaves no Ray agents behind (agentforge/reliability/reaper.py)
+
+        # the train workflow refuses an algorithm env=agent cannot train; gateways (env=agent) hold a server
+        purposes = ["train", "eval", *(["rollout"] if "rft" in modes else [])]  # RFT's warm start plays "rollout"
+        stack = build_rollout_stack(cfg, spec, purposes, after_engine)
+        started.callback(close_quietly, stack.close)
+        engine, ctx, algorithm = stack.engine, stack.ctx, stack.algorithm
         eval_ctx = ctx.with_sampling(replace(ctx.config.sampling, temperature=float(tcfg.eval_temperature)))
-        algorithm = make_algorithm(cfg.algorithm)
-        train_workflow = build_workflow(cfg, algorithm, "train")  # refuses an algorithm env=agent cannot train
-        eval_workflow = build_workflow(cfg, algorithm, "eval")
-        for workflow in (train_workflow, eval_workflow):  # gateways (env=agent) hold a server once started
-            if hasattr(workflow, "close"):
-                started.callback(close_quietly, workflow.close)
         env_name, env_options = str(cfg.env.name), without_name(cfg.env)
         eval_descriptors = eval_descriptor_names(env_name, algorithm)
         learner = Learner(spec.path, learner_cfg)  # after the refusals; parts draw from the seeded RNGs in this order
@@ -129,8 +121,7 @@ def build_trainer(cfg: DictConfig) -> Trainer:
                           "behaviour policy; decoupled PPO clips around the learner's own policy: set "
                           "learner.old_logprobs=recompute learner.rollout_correction.is_level=token")
         parts = TrainerParts(
-            run_dir=run_dir, resuming=resume_dir is not None, engine=engine, pool=pool, ctx=ctx, eval_ctx=eval_ctx,
-            algorithm=algorithm, train_workflow=train_workflow, eval_workflow=eval_workflow,
+            run_dir=run_dir, resuming=resume_dir is not None, stack=stack, eval_ctx=eval_ctx, algorithm=algorithm,
             eval_descriptors=eval_descriptors, learner=learner, sampler=sampler,
             eval_tasks=held_out.tasks("eval", tcfg.eval_tasks),
             test_tasks=held_out.tasks("test", tcfg.test_tasks) if tcfg.test_tasks else [],
@@ -138,7 +129,7 @@ def build_trainer(cfg: DictConfig) -> Trainer:
             closers=(keyer.close,),
             checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling, kl_penalty=kl_penalty,
             warm_start=WarmStart(modes, sft, rft, replace(ExpertPlay.from_config(cfg), streams=streams),
-                                 settings.seed, lambda: build_workflow(cfg, algorithm, "rollout")) if modes else None,
+                                 settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
         )
         trainer = Trainer(settings, parts)

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agentforge.schema.groups import TrainerSchema
 
 if TYPE_CHECKING:
-    from agentforge.engines.base import RolloutEngine
-    from agentforge.envs.pool import EnvPool
+    from agentforge.builders import RolloutStack
     from agentforge.learner import Learner
     from agentforge.reliability.checkpoint import CheckpointManager
     from agentforge.rollout.workflow import RolloutContext
@@ -49,13 +48,9 @@ class TrainerParts:
 
     run_dir: Path
     resuming: bool  # run_dir holds the checkpoints to continue from
-    engine: RolloutEngine
-    pool: EnvPool
-    ctx: RolloutContext  # what training rollouts play with
-    eval_ctx: RolloutContext  # the same at the eval temperature
+    stack: RolloutStack  # the engine, the env pool, the context and the train and eval workflows
+    eval_ctx: RolloutContext  # the stack's context at the eval temperature
     algorithm: Any
-    train_workflow: Any
-    eval_workflow: Any
     eval_descriptors: list[str]  # whose diversity each eval reports
     learner: Learner
     sampler: Any  # the training task source (a TaskSampler, MixedTaskSampler or CurriculumSampler)

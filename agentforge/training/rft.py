@@ -107,20 +107,15 @@ def run_rft_epochs(rft: Any, seed: int, learner: Learner, data: RFTData,
 
 def run_rft(cfg: DictConfig) -> dict[str, Any]:
     """`agentforge rft recipe=...`: roll out the recipe's policy, keep the best, one SFT epoch, write the model."""
-    from agentforge.algorithms import make_algorithm
     from agentforge.builders import (
-        build_engine,
         build_held_out,
         build_model_spec,
-        build_pool,
-        build_rollout_context,
+        build_rollout_stack,
         build_training_streams,
-        build_workflow,
         plain,
         prepare_run_dir,
         without_name,
     )
-    from agentforge.envs.pool import ensure_ray
     from agentforge.learner import LearnerConfig
     from agentforge.tracking.tracker import RunTracker
     from agentforge.training.preflight import preflight
@@ -132,22 +127,19 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
     spec = build_model_spec(cfg)
     held_out, keyer = build_held_out(cfg, {})
     streams = build_training_streams(cfg, held_out, keyer)
-    engine = build_engine(cfg, spec)
-    if cfg.env_pool.kind == "ray":
-        ensure_ray()
-    pool = build_pool(cfg)
-    learner = None
     tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
+    closers = [tracker.close, keyer.close]
     try:
-        ctx = build_rollout_context(cfg, engine, pool)
-        workflow = build_workflow(cfg, make_algorithm(cfg.algorithm), "rollout")
+        stack = build_rollout_stack(cfg, spec, ["rollout"])
+        closers.insert(0, stack.close)
         console.print(f"[bold]rft[/] {cfg.rft.num_tasks} tasks x {cfg.rft.group_size} rollouts of {spec.name} on "
                       f"{cfg.env.name}, keeping {cfg.rft.score} >= {cfg.rft.threshold}")
-        data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), ctx, workflow, _print_progress,
-                           streams)
+        data = rft_dataset(cfg.rft, str(cfg.env.name), without_name(cfg.env), stack.ctx, stack.workflow("rollout"),
+                           _print_progress, streams)
         steps = rft_steps(cfg.rft, len(data.kept))
         console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
         learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
+        closers.insert(0, learner.close)
 
         def on_step(step: int, metrics: dict[str, float]) -> None:
             tracker.log(step, {f"rft/{k}": v for k, v in metrics.items()})
@@ -159,10 +151,8 @@ def run_rft(cfg: DictConfig) -> dict[str, Any]:
         earlier = earlier_training(cfg.model.get("init_from"))
         write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
     finally:
-        tracker.close()
-        for closer in (learner.close if learner else None, pool.close, engine.close, keyer.close):
-            if closer is not None:
-                closer()
+        for close in closers:  # the learner, the rollout stack (a gateway's server too), the tracker, the keyer
+            close()
     summary = {"model": str(out_dir), "steps": done, **data.summary}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"RFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")

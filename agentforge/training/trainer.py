@@ -57,9 +57,10 @@ class Trainer:
         self.settings = settings
         self.tcfg = settings.trainer
         self.run_dir, self.resuming = parts.run_dir, parts.resuming
-        self.engine, self.pool, self.learner, self.algorithm = parts.engine, parts.pool, parts.learner, parts.algorithm
-        self.ctx, self.eval_ctx = parts.ctx, parts.eval_ctx
-        self.train_workflow, self.eval_workflow = parts.train_workflow, parts.eval_workflow
+        self.stack = parts.stack
+        self.engine, self.pool, self.ctx = parts.stack.engine, parts.stack.pool, parts.stack.ctx
+        self.learner, self.algorithm, self.eval_ctx = parts.learner, parts.algorithm, parts.eval_ctx
+        self.train_workflow, self.eval_workflow = parts.stack.workflow("train"), parts.stack.workflow("eval")
         self.eval_descriptors = parts.eval_descriptors
         self.sampler, self.eval_tasks = parts.sampler, parts.eval_tasks
         self.test_tasks = parts.test_tasks or []  # the claim's tasks: evaluated at the start and at the end
@@ -465,9 +466,7 @@ class Trainer:
     def close(self) -> None:
         if self.producer is not None:
             self.producer.stop()
-        workflows = [getattr(w, "close", None) for w in (self.train_workflow, self.eval_workflow)]  # gateways
-        for closer in (*[c for c in workflows if c], self.tracker.close, self.learner.close, self.pool.close,
-                       self.engine.close, *self.closers):
+        for closer in (self.tracker.close, self.learner.close, self.stack.close, *self.closers):
             try:
                 closer()
             except Exception as error:  # closing must not hide the real error

@@ -462,3 +462,37 @@ def test_the_expert_warm_start_needs_an_expert(tmp_path, tiny_tokenizer):
                           "trainer.warm_start=expert"], run_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="set env.expert=package.module:callable"):
         preflight(cfg)
+
+
+@pytest.mark.parametrize("command", ["rollout", "eval", "rft"])
+def test_every_command_closes_the_gateway_it_started(tmp_path, tiny_tokenizer, monkeypatch, command):
+    """The rollout stack's one close (builders.RolloutStack) reaches the gateway workflow in every command: after
+    `rollout`, `eval` and `rft` with env=agent, no gateway port still accepts a connection."""
+    import socket
+
+    from agentforge.gateway import workflow as gateway_workflow
+
+    started: list[Any] = []
+
+    class Recorded(gateway_workflow.GatewayServer):  # the real server, remembered so its port can be tried after
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(gateway_workflow, "GatewayServer", Recorded)
+    sizes = {"rollout": ["rollout.num_tasks=2", "rollout.group_size=1"],
+             "eval": ["eval.num_tasks=2", "eval.samples_per_task=1"],
+             "rft": ["rft.num_tasks=2", "rft.group_size=1", "rft.threshold=0.0", "rft.epochs=1"]}[command]
+    cfg = gateway_config(tmp_path, tiny_tokenizer, OPENAI_AGENT, f"command={command}", *sizes)
+    if command == "rollout":
+        from agentforge.evaluation.rollout_command import run_rollout as run
+    elif command == "eval":
+        from agentforge.evaluation.evaluate import run_eval as run
+    else:
+        from agentforge.training.rft import run_rft as run
+    run(cfg)
+    assert started, "the command played no episode through the gateway"
+    for server in started:
+        with socket.socket() as probe, pytest.raises(OSError):
+            probe.settimeout(2)
+            probe.connect((server.host, server.port))

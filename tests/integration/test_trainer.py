@@ -116,10 +116,11 @@ def test_resume_true_without_runs_says_what_to_do(tmp_path):
 
 def test_a_start_that_fails_part_way_closes_what_it_had_started(tmp_path, monkeypatch):
     """The learner failing to start (made to raise here) leaves no engine or env pool running behind the error."""
+    import agentforge.builders as builders
     import agentforge.training.assembly as assembly
 
     started, closed = [], []
-    real_engine, real_pool = assembly.build_engine, assembly.build_pool
+    real_engine, real_pool = builders.build_engine, builders.build_pool
 
     def engine_of_the_run(*args):
         started.append(real_engine(*args))
@@ -134,8 +135,8 @@ def test_a_start_that_fails_part_way_closes_what_it_had_started(tmp_path, monkey
     def learner_that_fails(*args, **kwargs):
         raise RuntimeError("the learner could not start")
 
-    monkeypatch.setattr(assembly, "build_engine", engine_of_the_run)
-    monkeypatch.setattr(assembly, "build_pool", pool_of_the_run)
+    monkeypatch.setattr(builders, "build_engine", engine_of_the_run)  # what build_rollout_stack starts
+    monkeypatch.setattr(builders, "build_pool", pool_of_the_run)
     monkeypatch.setattr(assembly, "Learner", learner_that_fails)
     with pytest.raises(RuntimeError, match="the learner could not start"):
         build_trainer(compose_config([*FAST, "engine=hf"], run_dir=str(tmp_path)))
