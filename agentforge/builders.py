@@ -169,10 +169,19 @@ def build_templates(cfg: DictConfig) -> tuple[PromptTemplate, dict[str, PromptTe
 
 def build_rollout_context(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool) -> RolloutContext:
     """What a rollout workflow plays with: the engine, the env pool, the env's prompt template (each member's, for
-    env=mix), the agent config."""
+    env=mix), the agent config, the reward stages."""
     template, templates = build_templates(cfg)
     return RolloutContext(engine, pool, template, build_agent_config(cfg), build_intervention(cfg),
-                          templates=templates)
+                          templates=templates, rewards=build_rewards(cfg))
+
+
+def build_rewards(cfg: DictConfig) -> Any:
+    """The run's reward stages (`reward` group; agentforge/rewards/), shared by every workflow of the run."""
+    from agentforge.rewards import RewardPipeline
+    from agentforge.schema.groups import RewardSchema
+    from agentforge.schema.options import typed
+
+    return RewardPipeline.from_settings(typed(RewardSchema, plain(cfg.reward)))
 
 
 def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:

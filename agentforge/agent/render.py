@@ -23,7 +23,6 @@ class AgentConfig:
     max_turns: int = 10
     history: str = "window"  # window (the last history_length steps in each prompt) | conversation
     history_length: int = 2
-    invalid_penalty: float = 0.1
     execute_relaxed: bool = True
     few_shot: bool = False
     max_prompt_tokens: int = 2048

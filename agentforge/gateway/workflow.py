@@ -158,6 +158,7 @@ class GatewayWorkflow(RolloutWorkflow):
         for episode in episodes:
             episode.done = True
         if ctx is not None:
+            metrics.update(ctx.score_episodes([e.trajectory for e in episodes]))  # before the hooks read the rewards
             self.hooks.after_episodes(episodes, ctx)
         self.registry.forget(sessions)
         stats.wall_seconds = time.perf_counter() - started

@@ -35,8 +35,7 @@ class LossSettings:
     `eps_low`/`eps_high` left null take the policy loss's own defaults (`objective.policy`): vanilla 0.2/0.28,
     gspo 3e-4/4e-4, cispo 10/0.2. `agg_mode` (null: token-mean) aggregates every term, except GSPO's policy term,
     always seq-mean-token-mean (as verl).
-    `kl_in: reward` subtracts β·KL from each turn's reward before advantages instead of adding it to the loss;
-    `kl_target` then makes β adaptive (Ziegler et al. 2019's controller, as verl's `kl_ctrl.type: adaptive`).
+    KL in the reward (β·KL off each turn's reward before advantages) is a reward stage: `reward.kl`.
     """
 
     policy_loss: str = opt("vanilla", "vanilla (PPO clip + dual clip) | gspo | cispo | reinforce (= gpg) | "
@@ -53,13 +52,10 @@ class LossSettings:
                                      "seq-mean-token-mean (verl); this then aggregates its KL and entropy")
     loss_scale_factor: float | None = opt(None, "seq-mean-token-sum-norm's constant L (null: "
                                                 "agent.sampling.max_new_tokens)", gt=0)
-    kl_coef: float = opt(0.0, "beta of the KL to the reference (the policy RL starts from)", ge=0)
+    kl_coef: float = opt(0.0, "beta of the KL to the reference (the policy RL starts from) in the loss; KL in the "
+                              "reward is reward.kl.coef", ge=0)
     kl_estimator: str = opt("k3", "k1 | k2 | k3 | abs | k1+ | k3+ | abs+ (verl's kl, mse, low_var_kl accepted)")
     kl_clamp: float = opt(10.0, "k3's value clamped to +-this", gt=0)
-    kl_in: str = opt("loss", "loss: beta*KL in the loss | reward: beta*KL off each turn's reward",
-                     choices=("loss", "reward"))
-    kl_target: float | None = opt(None, "kl_in=reward: adaptive beta toward this KL (null: fixed)", gt=0)
-    kl_horizon: int = opt(10000, "the adaptive controller's horizon (turns)", ge=1)
     entropy_coef: float = opt(0.0, "entropy bonus", ge=0)
 
     def resolved_policy_loss(self) -> str:
@@ -85,6 +81,7 @@ class LossSettings:
         return POLICY_AGGREGATION.get(self.resolved_policy_loss(), self.aggregation())
 
     def needs_reference(self) -> bool:
+        """KL in the loss needs the reference policy's log-probs."""
         return self.kl_coef > 0
 
 
@@ -164,6 +161,8 @@ class LearnerConfig:
                                       "before the update", choices=("engine", "recompute"))
     rollout_correction: CorrectionSettings = opt(CorrectionSettings(), "")
     critic: CriticSettings = opt(CriticSettings(), "")
+    keep_reference: bool = opt(False, "compute the reference policy's log-probs without KL in the loss (the trainer "
+                                      "sets it for KL in the reward, reward.kl.coef > 0)")
     ppo_epochs: int = opt(1, "passes over each batch (pi_old fixed before the first)", ge=1)
     mini_batch_size: int | None = opt(None, "per optimizer step, in mini_batch_unit (null: the whole batch)", ge=1)
     mini_batch_unit: str = opt("turns", "turns (turn samples) | tokens (loss tokens)", choices=("turns", "tokens"))
@@ -217,6 +216,10 @@ class LearnerConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def needs_reference(self) -> bool:
+        """Whether the learner keeps a reference policy: KL in the loss, or in the reward (`keep_reference`)."""
+        return self.loss.needs_reference() or self.keep_reference
+
     @property
     def sampling_temperature(self) -> float:
         return 1.0 if self.temperature is None else float(self.temperature)
@@ -229,7 +232,7 @@ class LearnerConfig:
 
         loss = self.loss
         return (self.skip_zero_advantage and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
-                and not (loss.kl_coef > 0 and loss.kl_in == "loss") and loss.entropy_coef == 0)
+                and not loss.kl_coef > 0 and loss.entropy_coef == 0)
 
     def objective_spec(self) -> Any:
         """The loss options resolved (the policy loss's own clip bounds and aggregation where left null)."""
@@ -243,7 +246,7 @@ class LearnerConfig:
             clip=ClipParams(low, high, loss.clip_ratio_c, float(loss.log_ratio_clamp)),
             agg_mode=loss.aggregation(), kl_coef=float(loss.kl_coef),
             kl_estimator=canonical_estimator(loss.kl_estimator),
-            kl_clamp=float(loss.kl_clamp), kl_in_loss=loss.kl_in == "loss", entropy_coef=float(loss.entropy_coef))
+            kl_clamp=float(loss.kl_clamp), kl_in_loss=True, entropy_coef=float(loss.entropy_coef))
 
     def correction_spec(self) -> Any:
         from agentforge.learner.objective import CorrectionSpec
@@ -318,9 +321,6 @@ def _objective_problems(config: LearnerConfig) -> list[str]:
     if loss.kl_estimator not in ESTIMATORS and loss.kl_estimator not in KL_ALIASES:
         p.append(f"learner.loss.kl_estimator={loss.kl_estimator!r} is unknown; use one of {', '.join(ESTIMATORS)} "
                  f"(or verl's {', '.join(KL_ALIASES)})")
-    if loss.kl_target is not None and (loss.kl_in != "reward" or not loss.kl_target > 0):
-        p.append(f"learner.loss.kl_target={loss.kl_target} is the adaptive controller's target KL: it needs "
-                 "loss.kl_in=reward and a value > 0 (null: a fixed coefficient)")
     rc = config.rollout_correction
     lower = rc.rejection_threshold_lower if rc.rejection_threshold_lower is not None else \
         1.0 / rc.rejection_threshold

@@ -139,7 +139,7 @@ class DeepSpeedLearnerRank:
         self.device = self.engine.device
         if self.reference is not None:
             self.reference.to(self.device)
-        if config.loss.needs_reference() and config.lora.enabled and config.zero_stage != 3:
+        if config.needs_reference() and config.lora.enabled and config.zero_stage != 3:
             self.reference_adapter = self._adapter_snapshot()
         self.critic = None  # the value model, when the algorithm asks for one (learner.critic.enabled)
         if config.critic.enabled:
@@ -161,7 +161,7 @@ class DeepSpeedLearnerRank:
         return model
 
     def _reference_copy(self, model: torch.nn.Module) -> torch.nn.Module | None:
-        if not self.config.loss.needs_reference() or self.config.lora.enabled:
+        if not self.config.needs_reference() or self.config.lora.enabled:
             return None
         import copy
 
@@ -178,7 +178,7 @@ class DeepSpeedLearnerRank:
     def reset_reference(self) -> None:
         """Make the reference policy the current one (after a warm start: KL then pulls toward the policy RL starts
         from, not the model as loaded). A no-op without a KL term."""
-        if not self.config.loss.needs_reference():
+        if not self.config.needs_reference():
             return
         if self.config.lora.enabled:
             if self.reference_adapter is None:
@@ -617,7 +617,7 @@ class DeepSpeedLearnerRank:
         self.steps = int((client or {}).get("learner_steps", 0))
         if self.critic is not None:
             self.critic.load(path, strict=not self.config.critic.uses_lora(self.config))
-        if (path / REFERENCE_FILE).is_file() and self.config.loss.needs_reference():
+        if (path / REFERENCE_FILE).is_file() and self.config.needs_reference():
             from safetensors.torch import load_file
 
             self.load_reference_state(load_file(str(path / REFERENCE_FILE)))

@@ -131,10 +131,10 @@ class Learner:
                         sample.is_weights = np.concatenate([np.zeros(sample.prompt_len, np.float32), weight])
                     sample.loss_mask[sample.prompt_len:] = keep
                 metrics.update(correction.metrics)
-        if self.config.loss.needs_reference():
+        if self.config.needs_reference():
             for sample, ref in zip(samples, self.compute_logprobs(samples, reference=True), strict=True):
                 sample.ref_logprobs = np.concatenate([np.zeros(sample.prompt_len, np.float32), ref])
-        if metrics or self.config.loss.needs_reference():
+        if metrics or self.config.needs_reference():
             metrics["time/prepare"] = time.perf_counter() - started
         return metrics
 

@@ -51,13 +51,14 @@ class MultiTurnWorkflow(RolloutWorkflow):
             finished = self._play_lockstep(ctx, episodes, on_progress)
         for episode in episodes:
             episode.done = True
+        reward_metrics = ctx.score_episodes([e.trajectory for e in episodes])  # before the hooks read the rewards
         self.hooks.after_episodes(episodes, ctx)
         if on_progress is not None and finished != len(episodes):
             on_progress(len(episodes), len(episodes), ctx.stats)
         ctx.stats.wall_seconds = time.perf_counter() - started
         groups = split_sides([Group(task=task, trajectories=[e.trajectory for e in episodes if e.plan.group == g])
                               for g, task in enumerate(tasks)])  # self-play: a group per side (rollout.sides)
-        return RolloutResult(groups, ctx.stats, self.hooks.metrics())
+        return RolloutResult(groups, ctx.stats, {**self.hooks.metrics(), **reward_metrics})
 
     def _play_lockstep(self, ctx: RolloutContext, episodes: list[Episode],
                        on_progress: ProgressCallback | None) -> int:

@@ -90,7 +90,6 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
     A reply cut by max_new_tokens that gives no valid action is recorded as truncated (`info["truncated"]`,
     `parse_error` says so), not as a format error; it is penalised like any turn the env could not take."""
     env_reward = outcome.reward if outcome is not None else 0.0
-    penalty = 0.0 if result.valid else ctx.config.invalid_penalty
     truncated = completion.finish_reason == "length" and not result.valid
     info: dict[str, Any] = {"executed": outcome is not None, "parse_error": TRUNCATED if truncated else result.error,
                             "think_tokens": think_token_count(ctx.tokenizer, completion.token_ids, completion.text)}
@@ -109,7 +108,7 @@ def record_turn(ctx: RolloutContext, episode: Episode, prompt_ids: list[int], co
         response_text=completion.text,
         action=result.action,
         valid=result.valid,
-        reward=env_reward - penalty,
+        reward=env_reward,  # the reward stages (agentforge/rewards/) change it once the episode has ended
         env_reward=env_reward,
         anchor=episode.observation.anchor,
         observation=episode.observation.text,

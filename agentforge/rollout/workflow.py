@@ -45,7 +45,9 @@ from agentforge.types import (
 
 @dataclass
 class RolloutContext:
-    """What a workflow plays with. `intervention` is the recipe's decoding intervention (or None)."""
+    """What a workflow plays with. `intervention` is the recipe's decoding intervention (or None); `rewards` the run's
+    reward stages (`agentforge.rewards.RewardPipeline`: every workflow has them score its finished episodes; None:
+    the env's rewards as they are)."""
 
     engine: RolloutEngine
     pool: EnvPool
@@ -54,6 +56,11 @@ class RolloutContext:
     intervention: InterventionSpec | None = None
     stats: RolloutStats = field(default_factory=RolloutStats)
     templates: dict[str, PromptTemplate] = field(default_factory=dict)  # env -> its template (env=mix)
+    rewards: Any = None
+
+    def score_episodes(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """The reward stages on finished episodes (each scored once); their metrics."""
+        return self.rewards.score_episodes(trajectories) if self.rewards is not None else {}
 
     @property
     def tokenizer(self) -> Any:

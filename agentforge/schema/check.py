@@ -49,8 +49,25 @@ def valid_keys(where: str, valid: Sequence[str]) -> str:
     return f"`{command}` lists the {len(valid)} keys of {where}"
 
 
+# keys that moved, with where they went: a config or command line that still says the old one is told the new one
+MOVED_KEYS = {
+    "agent.invalid_penalty": "reward.invalid_penalty (the reward stages: agentforge/rewards/)",
+    "learner.loss.kl_in": "reward.kl.coef (KL in the reward; learner.loss.kl_coef is KL in the loss)",
+    "learner.loss.kl_target": "reward.kl.target (the adaptive KL-in-reward controller)",
+    "learner.loss.kl_horizon": "reward.kl.horizon (the adaptive KL-in-reward controller)",
+}
+
+
+def moved_key_problem(path: str) -> str | None:
+    """The problem line for a key that moved (`MOVED_KEYS`), or None."""
+    if path not in MOVED_KEYS:
+        return None
+    return f"{path}: this key moved; use {MOVED_KEYS[path]}"
+
+
 def unknown_key_problem(where: str, key: str, valid: Sequence[str]) -> str:
-    return f"{where}.{key}: unknown key; {suggestion(key, valid)}{valid_keys(where, valid)}"
+    moved = moved_key_problem(f"{where}.{key}")
+    return moved or f"{where}.{key}: unknown key; {suggestion(key, valid)}{valid_keys(where, valid)}"
 
 
 def check_section(where: str, values: Any, schema: type, problems: list[str],

@@ -115,8 +115,6 @@ class AgentSchema:
                                  "ends an episode as truncated when it would pass the prompt budget)",
                        choices=("window", "conversation"))
     history_length: int = opt(2, "past (observation, action) pairs shown in each prompt (history=window)", ge=0)
-    invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
-                                 ge=0)
     execute_relaxed: bool = opt(True, "act on actions found outside the <action> tag (the turn stays invalid)")
     few_shot: bool = opt(False, "show a worked example in the system prompt")
     max_prompt_tokens: int = opt(2048, "a turn's prompt budget (the history window shrinks to fit)", ge=16)
@@ -128,6 +126,28 @@ class AgentSchema:
                                 "most this many times as long as its replica's last call took (0: never waits)",
                                 ge=0)
     sampling: SamplingSchema = opt(SamplingSchema(), "")
+
+
+@dataclass
+class KLRewardSchema:
+    """KL in the reward (verl's `use_kl_in_reward` with `kl_ctrl`): beta*KL(pi || pi_ref) of each trained turn off its
+    reward before advantages; KL in the loss is `learner.loss.kl_coef`."""
+
+    coef: float = opt(0.0, "beta of KL(pi || pi_ref), summed over a turn's tokens, off its reward (0: off)", ge=0)
+    estimator: str = opt("k3", "k1 | k2 | k3 | abs | k1+ | k3+ | abs+ (verl's kl, mse, low_var_kl accepted)")
+    clamp: float = opt(10.0, "k3's value clamped to +-this", gt=0)
+    target: float | None = opt(None, "adaptive beta toward this KL per token (null: a fixed beta)", gt=0)
+    horizon: int = opt(10000, "the adaptive controller's horizon (turns)", ge=1)
+
+
+@dataclass
+class RewardSchema:
+    """The reward stages (`agentforge/rewards/`): what is added to or taken off the env's rewards, in one place, in
+    this order, for training and eval alike (KL needs the learner: training only)."""
+
+    invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
+                                 ge=0)
+    kl: KLRewardSchema = opt(KLRewardSchema(), "")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from agentforge.schema.check import suggestion, valid_keys
+from agentforge.schema.check import moved_key_problem, suggestion, valid_keys
 
 GROUP_KEYS = ("model", "engine", "env", "algorithm", "agent", "learner", "logger", "recipe")
 
@@ -104,6 +104,10 @@ def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig |
             kept.append(text)
             continue
         where = "" if missing == key.rsplit(".", 1)[-1] else f" ({parent} has no {missing!r})"
+        moved = moved_key_problem(key)
+        if moved:
+            problems.append(moved)
+            continue
         problems.append(f"{key}: unknown key{where}; {suggestion(missing, keys)}{valid_keys(parent, keys)}")
     try:
         cfg = _compose(groups + kept)

@@ -19,6 +19,7 @@ from agentforge.schema.groups import (
     HFEngineSchema,
     LoggerSchema,
     ModelSchema,
+    RewardSchema,
     RFTSchema,
     RolloutSchema,
     SFTSchema,
@@ -30,11 +31,11 @@ from agentforge.schema.options import GeneratedSchema, opt
 SECTIONS: dict[str, type] = {
     "model": ModelSchema, "agent": AgentSchema, "trainer": TrainerSchema, "sft": SFTSchema, "rft": RFTSchema,
     "rollout": RolloutSchema, "eval": EvalSchema, "held_out": HeldOutSchema, "env_pool": EnvPoolSchema,
-    "logger": LoggerSchema,
+    "logger": LoggerSchema, "reward": RewardSchema,
 }
 ENGINE_SCHEMAS: dict[str, type] = {"vllm": VLLMEngineSchema, "hf": HFEngineSchema}
 GROUPS = ("model", "engine", "env", "agent", "algorithm", "learner", "logger", "trainer", "eval", "held_out", "sft",
-          "rft", "rollout", "launch", "env_pool")
+          "rft", "rollout", "launch", "env_pool", "reward")
 TOP_LEVEL_EXTRA = ("hardware", "hydra")  # the dtype resolution's record; Hydra's own node when present
 
 

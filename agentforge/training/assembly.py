@@ -30,7 +30,6 @@ from agentforge.builders import (
 )
 from agentforge.envs.pool import ensure_ray
 from agentforge.learner import Learner
-from agentforge.learner.config import LearnerConfig
 from agentforge.learner.memory import check_memory_fit
 from agentforge.reliability.checkpoint import CheckpointManager
 from agentforge.reliability.reaper import start_reaper
@@ -49,7 +48,6 @@ from agentforge.training.config import (
 )
 from agentforge.training.curriculum import with_curriculum
 from agentforge.training.dynamic_sampling import DynamicSampling
-from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.training.parts import Floor, TrainerParts, TrainerSettings
 from agentforge.training.preflight import preflight
 from agentforge.training.rft import check_rft_config
@@ -78,7 +76,6 @@ def build_trainer(cfg: DictConfig) -> Trainer:
         check_rft_config(rft)
     learner_cfg = learner_config_for_run(cfg, schedule_steps(cfg, step_budget(modes, sft, rft)))
     learner_cfg.validate_for_model(spec.path)
-    kl_penalty = kl_reward_penalty(learner_cfg)
     dynamic_sampling = DynamicSampling.from_config(cfg.trainer.get("dynamic_sampling"))
     check_memory_fit(spec.path, learner_cfg)
     warn_about_the_objective(learner_cfg)
@@ -127,7 +124,7 @@ def build_trainer(cfg: DictConfig) -> Trainer:
             test_tasks=held_out.tasks("test", tcfg.test_tasks) if tcfg.test_tasks else [],
             held_out=held_out, streams=streams, earlier_trained=earlier_training(cfg.model.get("init_from")),
             closers=(keyer.close,),
-            checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling, kl_penalty=kl_penalty,
+            checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling,
             warm_start=WarmStart(modes, sft, rft, replace(ExpertPlay.from_config(cfg), streams=streams),
                                  settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
@@ -152,14 +149,6 @@ def schedule_steps(cfg: DictConfig, warm_start_steps: int) -> int:
     """The LR schedule's length: the run's optimizer steps, RL (an upper bound per iteration) and warm starts."""
     per_iteration = optimizer_steps_per_iteration(cfg, learner_config_for_run(cfg))
     return int(cfg.trainer.iterations) * per_iteration + warm_start_steps
-
-
-def kl_reward_penalty(learner_cfg: LearnerConfig) -> KLRewardPenalty | None:
-    """`learner.loss.kl_in=reward`: the KL to the reference subtracted from the rewards (with its controller)."""
-    loss = learner_cfg.loss
-    if loss.kl_in != "reward" or loss.kl_coef <= 0:
-        return None
-    return KLRewardPenalty(loss.kl_coef, loss.kl_estimator, loss.kl_clamp, loss.kl_target, loss.kl_horizon)
 
 
 def random_floor_player(cfg: DictConfig, settings: TrainerSettings) -> Floor | None:

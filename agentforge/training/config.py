@@ -58,7 +58,7 @@ def check_run_learner(cfg: DictConfig) -> None:
     if problems:
         raise ConfigProblems(problems)
     check_mini_batch(cfg, learner)
-    if learner.loss.needs_reference() and learner.lora.enabled and learner.zero_stage == 3 and warm_starts(cfg):
+    if learner.needs_reference() and learner.lora.enabled and learner.zero_stage == 3 and warm_starts(cfg):
         raise ConfigError("learner.loss.kl_coef > 0 with LoRA under ZeRO-3 keeps the base model (adapters off) as the "
                           "KL reference, which cannot follow trainer.warm_start: use learner.zero_stage <= 2, or "
                           "warm-start first (`agentforge sft`) and train from its folder with model.init_from")
@@ -134,6 +134,9 @@ def learner_config_for_run(cfg: DictConfig, total_steps: int | None = None) -> L
     values["loss"] = loss
     if total_steps is not None:
         values["total_steps"] = total_steps
+    reward_kl = cfg.get("reward", {}).get("kl", {}) or {}
+    if float(reward_kl.get("coef", 0.0) or 0.0) > 0:  # KL in the reward (a reward stage) needs the reference
+        values["keep_reference"] = True
     if algorithm_needs_values(cfg):  # the algorithm reads a critic: the learner trains one
         values["critic"] = {**dict(values.get("critic") or {}), "enabled": True}
     return LearnerConfig.from_mapping(values)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from agentforge.tasks.held_out import HeldOut, TrainingStreams
     from agentforge.tracking.tracker import RunTracker
     from agentforge.training.dynamic_sampling import DynamicSampling
-    from agentforge.training.kl_reward import KLRewardPenalty
     from agentforge.training.warm_start import WarmStart
     from agentforge.types import Task
 
@@ -58,7 +57,6 @@ class TrainerParts:
     checkpoints: CheckpointManager
     tracker: RunTracker
     dynamic_sampling: DynamicSampling
-    kl_penalty: KLRewardPenalty | None = None  # learner.loss.kl_in=reward
     warm_start: WarmStart | None = None  # trainer.warm_start
     floor: Floor | None = None  # the random-admissible-action floor (trainer.eval_floor), None where there is none
     test_tasks: list[Task] | None = None  # trainer.test_tasks: the claim's tasks, evaluated at the start and the end

@@ -67,7 +67,7 @@ class Trainer:
         self.held_out, self.streams, self.earlier_trained = parts.held_out, parts.streams, parts.earlier_trained
         self.closers = parts.closers
         self.checkpoints, self.tracker = parts.checkpoints, parts.tracker
-        self.kl_penalty, self.dynamic_sampling = parts.kl_penalty, parts.dynamic_sampling
+        self.rewards, self.dynamic_sampling = parts.stack.ctx.rewards, parts.dynamic_sampling
         self.warm_starts, self.floor = parts.warm_start, parts.floor
         self.max_staleness = settings.max_staleness  # 0: synchronous; k >= 1: rollout ahead (training/asynchronous.py)
         self.start_iteration = 0
@@ -104,8 +104,8 @@ class Trainer:
         if self.streams is not None and self.streams.filter is not None and "held_out" in state:
             self.streams.filter.load_state_dict(state["held_out"])
         self.clock.update(state.get("clock", {}))
-        if self.kl_penalty is not None:
-            self.kl_penalty.load_state_dict(state.get("kl_penalty", {}))
+        if self.rewards is not None:  # a checkpoint from before the reward stages kept KL's beta as kl_penalty
+            self.rewards.load_state_dict(state.get("rewards") or {"kl": state.get("kl_penalty", {})})
         self.algorithm.load_state_dict(checkpoint.algorithm_state)
         self._pending = checkpoint.pending_rollouts
         self.updates.load_state_dict(state, checkpoint.iteration)
@@ -246,7 +246,7 @@ class Trainer:
         if async_metrics:  # played ahead: the staleness's cost, behaviour vs proximal policy, per version lag
             async_metrics.update(lag_metrics(samples, owners, version))
             mark_lags(samples, owners, version)
-        kl_metrics = self.kl_penalty.apply(samples, owners) if self.kl_penalty is not None else {}
+        kl_metrics = self.rewards.score_samples(samples, owners) if self.rewards is not None else {}
         t_prepare = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -350,8 +350,8 @@ class Trainer:
                      "engine_version": getattr(self.engine, "version", None)}
             if self.streams is not None and self.streams.filter is not None:
                 state["held_out"] = self.streams.filter.state_dict()
-            if self.kl_penalty is not None:
-                state["kl_penalty"] = self.kl_penalty.state_dict()
+            if self.rewards is not None:
+                state["rewards"] = self.rewards.state_dict()
             # played, not trained: the producer's, or (resumed with max_staleness=0) those still kept from before
             pending = self.producer.pending() if self.producer is not None else \
                 [b for b in self._pending if b.iteration >= iteration]

@@ -24,7 +24,7 @@ from agentforge.types import Observation, StepResult, Task
 BANDIT_RUN = [
     "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", "algorithm=grpo",
     "trainer.iterations=8", "trainer.tasks_per_iteration=4", "trainer.group_size=8", "trainer.eval_every=0",
-    "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=1", "agent.invalid_penalty=0",
+    "trainer.eval_before=false", "trainer.checkpoint_every=0", "agent.max_turns=1", "reward.invalid_penalty=0",
     "agent.sampling.max_new_tokens=8", "learner.lr=3e-2", "seed=0",
 ]
 

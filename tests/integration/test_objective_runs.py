@@ -55,28 +55,28 @@ def test_every_option_at_once_trains_checkpoints_and_resumes(tmp_path):
     options = [
         "learner.loss.policy_loss=gspo", "learner.old_logprobs=recompute", "learner.ppo_epochs=2",
         "learner.mini_batch_size=6", "learner.rollout_correction.is_level=sequence",
-        "learner.rollout_correction.rejection=geometric", "learner.loss.kl_coef=0.05", "learner.loss.kl_in=reward",
-        "learner.loss.kl_target=0.01", "learner.loss.kl_horizon=50", "trainer.checkpoint_every=1", *WARM,
+        "learner.rollout_correction.rejection=geometric", "reward.kl.coef=0.05", "reward.kl.target=0.01",
+        "reward.kl.horizon=50", "trainer.checkpoint_every=1", *WARM,
     ]
     run_dir = tmp_path / "run"
     got = train(run_dir, "trainer.iterations=2", *options)
     assert len(got) == 2
     for row in got:
         for key in ("rollout/mismatch_k3", "rollout/is_weight_mean", "rollout/rejected_sequence_fraction",
-                    "kl_reward/coef", "kl_reward/kl", "train/optimizer_steps", "train/clip_fraction_epoch_2"):
+                    "reward/kl/coef", "reward/kl/mean", "train/optimizer_steps", "train/clip_fraction_epoch_2"):
             assert key in row and row[key] == row[key], key  # present and not NaN
         assert row["rollout/mismatch_abs_max"] < 1e-4  # fp32 engine = fp32 learner
         assert row["train/optimizer_steps"] >= 2
-    assert got[0]["kl_reward/coef"] == pytest.approx(0.05)
-    assert got[1]["kl_reward/coef"] != got[0]["kl_reward/coef"]  # the adaptive controller moved beta
+    assert got[0]["reward/kl/coef"] == pytest.approx(0.05)
+    assert got[1]["reward/kl/coef"] != got[0]["reward/kl/coef"]  # the adaptive controller moved beta
     checkpoint = run_dir / "checkpoints" / "iter_000002"
     state = json.loads((checkpoint / "trainer_state.json").read_text())
-    assert state["kl_penalty"]["value"] != got[1]["kl_reward/coef"]  # beta after the second update
+    assert state["rewards"]["kl"]["value"] != got[1]["reward/kl/coef"]  # beta after the second update
     assert next(checkpoint.rglob("reference.safetensors"), None) is not None  # the warm start moved the reference
     resumed = train(run_dir, "trainer.iterations=3", f"resume={run_dir}", *options)
     assert [r["iteration"] for r in resumed] == [1, 2, 3]
-    beta_after_two = got[1]["kl_reward/coef"]
-    assert resumed[2]["kl_reward/coef"] != beta_after_two  # continued from the checkpointed beta, then moved
+    beta_after_two = got[1]["reward/kl/coef"]
+    assert resumed[2]["reward/kl/coef"] != beta_after_two  # continued from the checkpointed beta, then moved
 
 
 def test_ppo_trains_a_critic_beside_the_policy_checkpoints_and_resumes_it(tmp_path):

@@ -12,11 +12,13 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.pool import LocalEnvPool, RayEnvPool
 from agentforge.errors import AgentforgeError
 from agentforge.learner import samples_from_groups
+from agentforge.rewards import RewardPipeline
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.workflow import EpisodePlan, RolloutContext
 from agentforge.schema.compose import compose_config
+from agentforge.schema.groups import RewardSchema
 from agentforge.tasks import TaskSampler
 from agentforge.types import LossRole, SamplingConfig, Span
 
@@ -40,7 +42,8 @@ def forced_response(tokenizer, action: str) -> InterventionSpec:
 
 
 def play(engine, pool, config, tasks, group_size, intervention=None, hooks=None):
-    ctx = RolloutContext(engine, pool, prompt_for("sokoban"), config, intervention)
+    rewards = RewardPipeline.from_settings(RewardSchema())  # the default stages: the invalid-action penalty 0.1
+    ctx = RolloutContext(engine, pool, prompt_for("sokoban"), config, intervention, rewards=rewards)
     result = MultiTurnWorkflow(hooks).run(ctx, tasks, group_size)
     return result.groups, result.stats
 
@@ -60,7 +63,7 @@ def test_random_tiny_model_turns_are_invalid_noops_with_exact_tokens(engine):
                 assert all(lp <= 0.0 for lp in turn.logprobs)
                 assert turn.anchor == first.anchor  # no-op: the state never changes
                 if not turn.valid:
-                    assert turn.reward == pytest.approx(turn.env_reward - config.invalid_penalty)
+                    assert turn.reward == pytest.approx(turn.env_reward - 0.1)
             prompt_text = engine.tokenizer.decode(first.prompt_ids)
             assert first.observation in prompt_text and "<|im_start|>assistant" in prompt_text
     assert stats.generated_tokens == sum(t.response_tokens for g in groups for t in g.trajectories)

@@ -12,9 +12,9 @@ from agentforge.errors import ConfigError
 from agentforge.learner import LearnerConfig, TurnSample
 from agentforge.learner.group import combine_steps, mini_batches
 from agentforge.learner.objective import CorrectionSpec, mismatch_metrics, rollout_correction
+from agentforge.rewards.kl import KLInReward
 from agentforge.rollout.workflow import RolloutResult, RolloutStats
 from agentforge.training.dynamic_sampling import DynamicSampling, has_signal, play_with_signal
-from agentforge.training.kl_reward import KLRewardPenalty
 from agentforge.types import Group, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -114,20 +114,20 @@ def kl_sample(old: list[float], ref: list[float]) -> TurnSample:
 def test_kl_penalty_is_subtracted_from_each_turn_reward():
     turns = [turn_with(1.0), turn_with(0.0)]
     samples = [kl_sample([-1.0, -1.0], [-1.5, -1.0]), kl_sample([-2.0, -2.0], [-2.0, -2.0])]
-    penalty = KLRewardPenalty(0.1, estimator="k1")
-    metrics = penalty.apply(samples, turns)
+    penalty = KLInReward(0.1, estimator="k1")
+    metrics = penalty.score_samples(samples, turns)
     assert turns[0].reward == pytest.approx(1.0 - 0.1 * 0.5) and turns[1].reward == 0.0
-    assert metrics["kl_reward/kl"] == pytest.approx((0.25 + 0.0) / 2)
+    assert metrics["kl/mean"] == pytest.approx((0.25 + 0.0) / 2)
     assert penalty.value == 0.1  # fixed
 
 
 def test_adaptive_controller_follows_ziegler_et_al():
-    penalty = KLRewardPenalty(0.1, estimator="k1", target=0.05, horizon=10)
+    penalty = KLInReward(0.1, estimator="k1", target=0.05, horizon=10)
     turns = [turn_with(0.0), turn_with(0.0)]
-    penalty.apply([kl_sample([-1.0, -1.0], [-1.5, -1.5]), kl_sample([-1.0, -1.0], [-1.5, -1.5])], turns)
+    penalty.score_samples([kl_sample([-1.0, -1.0], [-1.5, -1.5]), kl_sample([-1.0, -1.0], [-1.5, -1.5])], turns)
     # KL 0.5 ≫ target: error clipped at +0.2, beta *= 1 + 0.2 * 2 / 10
     assert penalty.value == pytest.approx(0.1 * 1.04)
-    assert KLRewardPenalty(0.0).state_dict() == {"value": 0.0}
+    assert KLInReward(0.0).state_dict() == {"value": 0.0}
 
 
 # ---------------------------------------------------------------------------------------- dynamic sampling
@@ -229,7 +229,6 @@ def test_counts_add_up_over_steps_and_ranks_and_become_clip_fractions_per_lag():
     ({"rollout_correction": {"is_level": "token"}}, "set learner.old_logprobs=recompute"),
     ({"old_logprobs": "recompute", "rollout_correction": {"is_level": "tok"}},
      "is_level='tok': is not one of token, sequence"),
-    ({"loss": {"kl_target": 0.1}}, "needs loss.kl_in=reward"),
 ])
 def test_bad_objective_options_name_the_key_and_the_fix(values, message):
     with pytest.raises(ConfigError, match=message):

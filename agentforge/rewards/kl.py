@@ -1,4 +1,4 @@
-"""KL in the reward (`learner.loss.kl_in: reward`; verl's `use_kl_in_reward`): β·KL(π ‖ π_ref) of each trained env
+"""KL in the reward (`reward.kl.coef`; verl's `use_kl_in_reward`): β·KL(π ‖ π_ref) of each trained env
 turn, summed over its tokens, is subtracted from the turn's reward before the algorithm computes advantages, so the
 penalty enters episode returns (GRPO) and discounted step returns (GiGPO) like any reward.
 
@@ -18,11 +18,17 @@ import torch
 
 from agentforge.learner.batch import TurnSample
 from agentforge.learner.objective.kl import kl_estimate
+from agentforge.rewards.stages import REWARD_STAGES, RewardStage
 from agentforge.types import Span, Turn
 
 
-class KLRewardPenalty:
-    """Applies and adapts the KL penalty; its β is part of the run's checkpointed state."""
+@REWARD_STAGES.register("kl")
+class KLInReward(RewardStage):
+    """Applies and adapts the KL penalty; its β is part of the run's checkpointed state. Logged as `reward/kl/coef`
+    (β used on this batch), `reward/kl/mean` (the batch's per-token KL) and `reward/kl/penalty_mean` (per turn)."""
+
+    name = "kl"
+    needs_reference = True
 
     def __init__(self, coef: float, estimator: str = "k3", clamp: float = 10.0, target: float | None = None,
                  horizon: int = 10000) -> None:
@@ -30,7 +36,7 @@ class KLRewardPenalty:
         self.estimator, self.clamp = estimator, float(clamp)
         self.target, self.horizon = target, int(horizon)
 
-    def apply(self, samples: Sequence[TurnSample], owners: Sequence[Turn | Span]) -> dict[str, float]:
+    def score_samples(self, samples: Sequence[TurnSample], owners: Sequence[Turn | Span]) -> dict[str, float]:
         """Subtract β·KL from each turn owner's reward (samples need `ref_logprobs`: `Learner.prepare`)."""
         per_token_means, penalties = [], []
         beta = self.value
@@ -45,8 +51,8 @@ class KLRewardPenalty:
             penalties.append(penalty)
             per_token_means.append(float(kl.mean()))
         current = float(np.mean(per_token_means)) if per_token_means else 0.0
-        metrics = {"kl_reward/coef": beta, "kl_reward/kl": current,
-                   "kl_reward/penalty_mean": float(np.mean(penalties)) if penalties else 0.0}
+        metrics = {"kl/coef": beta, "kl/mean": current,
+                   "kl/penalty_mean": float(np.mean(penalties)) if penalties else 0.0}
         if self.target is not None and per_token_means:
             error = float(np.clip(current / self.target - 1.0, -0.2, 0.2))
             self.value *= 1.0 + error * len(per_token_means) / self.horizon
