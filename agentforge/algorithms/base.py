@@ -50,6 +50,8 @@ class Algorithm:
     # the algorithm reads a critic's values (the learner then trains one: learner.critic) and gives per-token
     # advantages through `token_advantages` instead of per-turn ones through `compute`
     needs_values: ClassVar[bool] = False
+    # advantages compare the rollouts of one task's group: a group of one learns nothing (trainer.group_size >= 2)
+    group_relative: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.config = _build_config(self.config_class, options, self.name or type(self).__name__)

@@ -70,6 +70,7 @@ class GiGPO(Algorithm):
     """
 
     name = "gigpo"
+    group_relative = True
     config_class = GiGPOConfig
     config: GiGPOConfig
 

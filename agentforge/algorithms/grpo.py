@@ -36,6 +36,7 @@ class GRPO(Algorithm):
     """
 
     name = "grpo"
+    group_relative = True
     config_class = GRPOConfig
     config: GRPOConfig
 

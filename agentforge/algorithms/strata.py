@@ -98,6 +98,7 @@ class StraTA(Algorithm):
     """Strategy-level and action-level GRPO over StraTA's hierarchical groups (see the module doc)."""
 
     name = "strata"
+    group_relative = True
     not_asynchronous = ("its two-level groups (N strategies × M rollouts) and the judgments' replay agreement are "
                         "computed over one iteration's whole rollout with one policy version; mixing versions "
                         "inside a strategy group is not defined by the paper (not built)")

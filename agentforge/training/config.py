@@ -12,12 +12,10 @@ from agentforge.algorithms import make_algorithm
 from agentforge.errors import AgentforgeError, ConfigError, ConfigProblems
 from agentforge.learner.config import LearnerConfig
 
-GROUP_RELATIVE = {"grpo", "gigpo", "tjpo", "t2po", "strata", "trajevolve"}
-
 
 def check_group_size(cfg: DictConfig) -> None:
     t = cfg.trainer
-    if cfg.algorithm.name in GROUP_RELATIVE and int(t.group_size) < 2:
+    if algorithm_class_says(cfg, "group_relative") and int(t.group_size) < 2:
         raise ConfigError(
             f"{cfg.algorithm.name} compares rollouts within a group: trainer.group_size={t.group_size} gives every "
             "advantage 0 and nothing is learned; use trainer.group_size >= 2"
@@ -144,11 +142,17 @@ def learner_config_for_run(cfg: DictConfig, total_steps: int | None = None) -> L
 
 def algorithm_needs_values(cfg: DictConfig) -> bool:
     """Whether the run's algorithm asks for a critic (`Algorithm.needs_values`)."""
+    return algorithm_class_says(cfg, "needs_values")
+
+
+def algorithm_class_says(cfg: DictConfig, flag: str) -> bool:
+    """A class-level flag of the run's algorithm (`Algorithm.group_relative`, `needs_values`): what it needs, said by
+    the algorithm itself rather than listed by name here."""
     import agentforge.algorithms  # noqa: F401  (registers the built-ins)
     from agentforge.algorithms.base import ALGORITHMS
 
     try:
-        return bool(getattr(ALGORITHMS.get(str(cfg.algorithm.name)), "needs_values", False))
+        return bool(getattr(ALGORITHMS.get(str(cfg.algorithm.name)), flag, False))
     except (AgentforgeError, ImportError, AttributeError):  # an unknown algorithm: the algorithm's check says so
         return False
 
