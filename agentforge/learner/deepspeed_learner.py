@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import logging
 import math
 import os
-import shutil
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,11 +44,6 @@ from agentforge.learner.deepspeed_setup import (
     prepare_process_env,
 )
 from agentforge.learner.lora import (
-    adapted_weight_names,
-    hf_name,
-    is_lora_parameter,
-    merged_lora_weights,
-    packed_siblings,
     wrap_with_lora,
 )
 from agentforge.learner.objective import Normalizer, policy_objective
@@ -64,15 +56,13 @@ from agentforge.learner.packing import (
     padding_stats,
     token_logprobs,
 )
+from agentforge.learner.rank_checkpoint import load_rank, save_rank
+from agentforge.learner.rank_reference import RankReference
+from agentforge.learner.rank_weights import RankWeights
 from agentforge.reliability.faultpoints import fault_point
 
 log = logging.getLogger(__name__)
 
-COMPLETE_MARKER = "COMPLETE"
-REFERENCE_FILE = "reference.safetensors"  # the KL reference when a warm start moved it (full model or adapter)
-CHECKPOINT_TAG = "state"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "chat_template.jinja", "generation_config.json")
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Micro-batch metrics averaged over loss tokens (the others are maxima or per-step values).
 TOKEN_MEAN_METRICS = ("loss", "pg_loss", "clip_fraction", "clip_fraction_low", "clip_fraction_high",
@@ -86,7 +76,7 @@ def is_count(name: str) -> bool:
     return name.startswith(COUNT_PREFIX)
 
 
-class DeepSpeedLearnerRank:
+class DeepSpeedLearnerRank(RankReference, RankWeights):
     """One DeepSpeed rank. In a multi-rank world every public method is collective: call it on all ranks.
 
     With `loss.kl_coef > 0` the rank keeps a reference policy, the model as loaded until `reset_reference()` makes it
@@ -159,76 +149,6 @@ class DeepSpeedLearnerRank:
             if self.config.lora.enabled:
                 model.enable_input_require_grads()
         return model
-
-    def _reference_copy(self, model: torch.nn.Module) -> torch.nn.Module | None:
-        if not self.config.needs_reference() or self.config.lora.enabled:
-            return None
-        import copy
-
-        reference = copy.deepcopy(model).eval()
-        reference.requires_grad_(False)
-        return reference
-
-    def _adapter_parameters(self) -> dict[str, torch.nn.Parameter]:
-        return {n: p for n, p in self.engine.module.named_parameters() if is_lora_parameter(n)}
-
-    def _adapter_snapshot(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self._adapter_parameters().items()}
-
-    def reset_reference(self) -> None:
-        """Make the reference policy the current one (after a warm start: KL then pulls toward the policy RL starts
-        from, not the model as loaded). A no-op without a KL term."""
-        if not self.config.needs_reference():
-            return
-        if self.config.lora.enabled:
-            if self.reference_adapter is None:
-                raise AgentforgeError("with LoRA under ZeRO-3 the KL reference is the base model (adapters off) and "
-                                      "cannot follow a warm start; use learner.zero_stage <= 2, or warm-start into "
-                                      "a model folder first (agentforge sft) and train from it with model.init_from")
-            self.reference_adapter = self._adapter_snapshot()
-        else:
-            gather = self._gather_context()
-            with torch.no_grad():
-                for (_, ref), param in zip(self.reference.named_parameters(), self.engine.module.parameters(),
-                                           strict=True):
-                    with gather([param]):
-                        ref.copy_(param.detach().to(ref.device, ref.dtype))
-        self.reference_moved = True
-
-    def reference_state(self) -> dict[str, torch.Tensor]:
-        """The reference's own tensors (full model: its weights; LoRA: the adapter), for checkpoints."""
-        if self.reference is not None:
-            # cloned: tied weights (SmolLM2's lm_head = embed_tokens) share storage, which safetensors refuses
-            return {n: t.detach().cpu().clone() for n, t in self.reference.state_dict().items()}
-        return {n: t.detach().cpu().clone() for n, t in (self.reference_adapter or {}).items()}
-
-    def load_reference_state(self, state: dict[str, torch.Tensor]) -> None:
-        if self.reference is not None:
-            self.reference.load_state_dict(state)
-        elif self.reference_adapter is not None:
-            missing = sorted(set(self.reference_adapter) - set(state))
-            if missing:
-                raise AgentforgeError(f"the checkpoint's reference adapter lacks {missing[:3]}...; it was written with "
-                                      "another LoRA configuration")
-            self.reference_adapter = {n: state[n].to(self.device) for n in self.reference_adapter}
-        self.reference_moved = True
-
-    @contextlib.contextmanager
-    def _reference_weights(self):
-        """The engine's module computing as the reference policy (LoRA: the reference adapter swapped in)."""
-        if self.reference_adapter is None:
-            with self.engine.module.disable_adapter():
-                yield self.engine.module
-            return
-        params = self._adapter_parameters()
-        saved = {n: p.data for n, p in params.items()}
-        try:
-            for n, p in params.items():
-                p.data = self.reference_adapter[n]
-            yield self.engine.module
-        finally:
-            for n, p in params.items():
-                p.data = saved[n]
 
     # ----------------------------------------------------------------------------------------- training
 
@@ -380,15 +300,6 @@ class DeepSpeedLearnerRank:
             metrics["logprob_mismatch_max"] = float(diff.max()) if diff.numel() else 0.0
         return loss, metrics, logits
 
-    def _reference_logprobs(self, batch: PackedBatch) -> torch.Tensor:
-        with torch.no_grad():
-            if self.reference is not None:
-                logits = packed_logits(self.reference, batch)
-            else:  # LoRA: the reference adapter (or none) in the same model
-                with self._reference_weights() as module:
-                    logits = packed_logits(module, batch)
-            return token_logprobs(logits, batch.target, temperature=self.config.sampling_temperature)[0]
-
     def _stage0_grad_norm(self) -> float | None:
         """The pre-clip gradient norm where DeepSpeed does not report one (fp32 without ZeRO: a plain torch
         optimizer, gradients already reduced at the boundary)."""
@@ -467,160 +378,15 @@ class DeepSpeedLearnerRank:
                                   "(learner.critic.enabled=true)")
         return self.critic
 
-    # -------------------------------------------------------------------------------------------- export
-
-    def export_weights(self, only_changed: bool = False, copy: bool = True) -> list[tuple[str, torch.Tensor]]:
-        """The policy's weights in HF checkpoint names (`model.layers.0...`), as CPU tensors on rank 0 (other ranks
-        return []). With `copy=False` unchanged parameters come as views (no second copy of the weights; for a
-        consumer that copies them at once, like a weight push). With LoRA the adapted modules' weights are merged
-        (W + scale·B·A);
-        `only_changed=True` returns just those (without LoRA every weight changes, so all are returned), plus the
-        unchanged members of any fused projection group they belong to (`lora.PACKED_GROUPS`: a vLLM engine must get
-        a fused weight whole). Tied weights appear once (`lm_head.weight` tied to `model.embed_tokens.weight` is left
-        out)."""
-        module = self.engine.module
-        gather = self._gather_context()
-        keep = self.rank == 0
-        out: list[tuple[str, torch.Tensor]] = []
-        if self.config.lora.enabled:
-            merged = list(merged_lora_weights(module, gather))
-            out.extend(merged if keep else [])
-            skip = adapted_weight_names(module)
-            named = [(n, p) for n, p in module.named_parameters() if n not in skip and not is_lora_parameter(n)]
-            if only_changed:
-                siblings = packed_siblings({name for name, _ in merged})
-                named = [(n, p) for n, p in named if hf_name(n) in siblings]
-        else:
-            named = list(module.named_parameters())
-        for name, param in named:
-            with gather([param]):
-                if keep:
-                    # ZeRO-3 frees a gathered parameter on leaving the block, so it is always copied
-                    tensor = param.detach().cpu()
-                    out.append((hf_name(name), tensor.clone() if copy or self.config.zero_stage == 3 else tensor))
-        return out
-
-    # ------------------------------------------------------------------ weights straight to engine replicas
-    # Rank 0 is the sender of the replicas' weight group (agentforge/engines/replicas/weight_group.py), so pushed
-    # weights go from this process to every replica over gloo/NCCL, never through Ray's object store and the driver.
-
-    def node_address(self) -> str:
-        import ray
-
-        return ray.util.get_node_ip_address()
-
-    def join_weight_group(self, host: str, port: int, world_size: int, backend: str, timeout_s: float) -> None:
-        """Rank 0 only: become rank 0 (the sender) of the replicas' weight group."""
-        from agentforge.engines.replicas.weight_group import WeightGroupMember
-
-        self.leave_weight_group()
-        self._weight_group = WeightGroupMember(host, port, 0, world_size, backend, timeout_s)
-
-    def leave_weight_group(self) -> None:
-        group = getattr(self, "_weight_group", None)
-        self._weight_group = None
-        if group is not None:
-            group.close()
-
-    def prepare_push(self, version: int, bucket_bytes: int) -> Any:
-        """Collective: export the changed weights (every rank takes part: ZeRO-3 gathers); rank 0 keeps them for
-        `send_push` and returns the push's manifest (other ranks None)."""
-        from agentforge.engines.replicas.weight_group import plan_buckets
-
-        named = self.export_weights(only_changed=True, copy=False)
-        if self.rank != 0:
-            return None
-        self._pending_push = named
-        return plan_buckets(named, bucket_bytes, version)
-
-    def send_push(self, manifest: Any) -> None:
-        """Rank 0: broadcast the prepared push, bucket by bucket."""
-        named, self._pending_push = getattr(self, "_pending_push", None), None
-        if named is None or getattr(self, "_weight_group", None) is None:
-            raise AgentforgeError("send_push without prepare_push and join_weight_group on learner rank 0")
-        self._weight_group.send(manifest, named)
-
-    def _gather_context(self) -> Callable[[list[torch.nn.Parameter]], contextlib.AbstractContextManager]:
-        if self.config.zero_stage != 3:
-            return lambda params: contextlib.nullcontext()
-        return lambda params: self._deepspeed.zero.GatheredParameters(params, modifier_rank=None)
-
     # ------------------------------------------------------------------------------------ checkpointing
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """DeepSpeed state (weights, optimizer, LR scheduler) in `path/deepspeed`, an HF export in `path/hf`
-        (the adapter with LoRA, else the full model plus tokenizer files), and `path/COMPLETE` written last."""
-        path = Path(path)
-        marker = path / COMPLETE_MARKER
-        if self.rank == 0:
-            path.mkdir(parents=True, exist_ok=True)
-            marker.unlink(missing_ok=True)
-        self._barrier()
-        self.engine.save_checkpoint(str(path / "deepspeed"), tag=CHECKPOINT_TAG,
-                                    client_state={"learner_steps": self.steps},
-                                    exclude_frozen_parameters=self.config.lora.enabled)
-        self._save_hf(path / "hf")
-        if self.critic is not None:
-            self.critic.save(path, exclude_frozen=self.config.critic.uses_lora(self.config))
-        if self.rank == 0 and self.reference_moved:  # the reference is no longer the model as loaded: keep it
-            from safetensors.torch import save_file
-
-            save_file({n: t.contiguous() for n, t in self.reference_state().items()}, str(path / REFERENCE_FILE))
-        self._barrier()
-        if self.rank == 0:
-            meta = {"model_path": self.model_path, "steps": self.steps, "world_size": self.world_size,
-                    "reference": REFERENCE_FILE if self.reference_moved else None, "config": self.config.to_dict()}
-            (path / "learner.json").write_text(json.dumps(meta, indent=2, default=str))
-            marker.write_text(f"steps={self.steps}\n")
-        self._barrier()
-
-    def _save_hf(self, out: Path) -> None:
-        module = self.engine.module
-        state = self.engine._zero3_consolidated_16bit_state_dict() if self.config.zero_stage == 3 else None
-        if self.rank != 0:
-            return
-        if state is not None:
-            module.save_pretrained(out, state_dict=state)
-        else:
-            module.save_pretrained(out)
-        if not self.config.lora.enabled:
-            for name in TOKENIZER_FILES:
-                source = Path(self.model_path) / name
-                if source.is_file():
-                    shutil.copy2(source, out / name)
+        """Weights, optimizer, scheduler, an HF export, the moved reference and the critic (`rank_checkpoint.py`)."""
+        save_rank(self, path)
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Restore weights, optimizer and LR scheduler from a checkpoint written by `save` (same world size)."""
-        path = Path(path)
-        if not (path / COMPLETE_MARKER).is_file():
-            raise AgentforgeError(f"{path} is not a complete learner checkpoint (no {COMPLETE_MARKER} marker): "
-                                  "saving was interrupted or the path is wrong; resume from an earlier checkpoint")
-        from agentforge.reliability.checkpoint import (
-            CheckpointMismatchError,
-            check_learner_checkpoint,
-            mismatch_message,
-        )
-
-        check_learner_checkpoint(path, self.model_path, self.config.to_dict()["lora"])
-        try:
-            load_path, client = self.engine.load_checkpoint(
-                str(path / "deepspeed"), tag=CHECKPOINT_TAG, load_module_strict=not self.config.lora.enabled,
-                load_optimizer_states=True, load_lr_scheduler_states=True)
-        except RuntimeError as error:  # what the metadata check could not see: torch's size-mismatch traceback
-            if "size mismatch" not in str(error) and "Missing key" not in str(error):
-                raise
-            first = str(error).strip().splitlines()[1:2] or [str(error)[:200]]
-            raise CheckpointMismatchError(mismatch_message(path / "deepspeed", first[0].strip())
-                                          ) from error
-        if load_path is None:
-            raise AgentforgeError(f"DeepSpeed found no state under {path / 'deepspeed'}; the checkpoint is damaged")
-        self.steps = int((client or {}).get("learner_steps", 0))
-        if self.critic is not None:
-            self.critic.load(path, strict=not self.config.critic.uses_lora(self.config))
-        if (path / REFERENCE_FILE).is_file() and self.config.needs_reference():
-            from safetensors.torch import load_file
-
-            self.load_reference_state(load_file(str(path / REFERENCE_FILE)))
+        """Restore what `save` wrote (same world size)."""
+        load_rank(self, path)
 
     def _barrier(self) -> None:
         if self.world_size > 1:
