@@ -157,7 +157,7 @@ def mark_failed(cfg: DictConfig, error: BaseException) -> None:
     a running one."""
     from pathlib import Path
 
-    from agentforge.evaluation.sweep_report import FAILED_MARKER
+    from agentforge.evaluation.sweep_jobs import FAILED_MARKER
 
     with contextlib.suppress(Exception):  # best effort: never hide the real error
         run_dir = Path(str(cfg.run_dir))

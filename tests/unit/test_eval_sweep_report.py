@@ -9,15 +9,8 @@ import time
 import pytest
 
 from agentforge.errors import AgentforgeError
-from agentforge.evaluation.sweep_report import (
-    FAILED_MARKER,
-    STALE_SECONDS,
-    build_report,
-    find_job_dirs,
-    parse_overrides,
-    read_job,
-    sweep_report,
-)
+from agentforge.evaluation.sweep_jobs import FAILED_MARKER, STALE_SECONDS, find_job_dirs, parse_overrides, read_job
+from agentforge.evaluation.sweep_report import build_report, sweep_report
 
 pytestmark = pytest.mark.unit
 
