@@ -1,5 +1,6 @@
 """A learner rank's checkpoint: DeepSpeed state (weights, optimizer, LR scheduler), an HF export, the KL reference
-when a warm start moved it, the critic's state, and a COMPLETE marker written last (complete-or-absent)."""
+when a warm start moved it, the critic's state, and a COMPLETE marker written last (complete-or-absent). `rank` is a
+`DeepSpeedLearnerRank` (not imported here: it imports this module)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from agentforge.errors import AgentforgeError
-
-if TYPE_CHECKING:
-    from agentforge.learner.deepspeed_learner import DeepSpeedLearnerRank
 
 COMPLETE_MARKER = "COMPLETE"
 REFERENCE_FILE = "reference.safetensors"  # the KL reference when a warm start moved it (full model or adapter)
@@ -21,7 +19,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "merges.txt", "chat_template.jinja", "generation_config.json")
 
 
-def save_rank(rank: DeepSpeedLearnerRank, path: str | os.PathLike[str]) -> None:
+def save_rank(rank: Any, path: str | os.PathLike[str]) -> None:
     """DeepSpeed state (weights, optimizer, LR scheduler) in `path/deepspeed`, an HF export in `path/hf`
     (the adapter with LoRA, else the full model plus tokenizer files), and `path/COMPLETE` written last."""
     path = Path(path)
@@ -49,7 +47,7 @@ def save_rank(rank: DeepSpeedLearnerRank, path: str | os.PathLike[str]) -> None:
     rank._barrier()
 
 
-def _save_hf(rank: DeepSpeedLearnerRank, out: Path) -> None:
+def _save_hf(rank: Any, out: Path) -> None:
     module = rank.engine.module
     state = rank.engine._zero3_consolidated_16bit_state_dict() if rank.config.zero_stage == 3 else None
     if rank.rank != 0:
@@ -65,7 +63,7 @@ def _save_hf(rank: DeepSpeedLearnerRank, out: Path) -> None:
                 shutil.copy2(source, out / name)
 
 
-def load_rank(rank: DeepSpeedLearnerRank, path: str | os.PathLike[str]) -> None:
+def load_rank(rank: Any, path: str | os.PathLike[str]) -> None:
     """Restore weights, optimizer and LR scheduler from a checkpoint written by `save` (same world size)."""
     path = Path(path)
     if not (path / COMPLETE_MARKER).is_file():
