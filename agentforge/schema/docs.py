@@ -29,6 +29,7 @@ GROUP_HELP = {
     "trainer": "the training loop: iterations, batch, eval, checkpoints, warm start, dynamic sampling, curriculum",
     "eval": "`agentforge eval`: the evaluation protocol",
     "held_out": "the held-out splits: eval and test tasks distinct by content and never yielded by a training stream",
+    "reward": "the reward stages: the invalid-action penalty, KL in the reward (agentforge/rewards/)",
     "sft": "the expert-SFT warm start and `agentforge sft`",
     "rft": "the RFT warm start and `agentforge rft`",
     "rollout": "`agentforge rollout`: play only",
@@ -165,6 +166,8 @@ SECTION_ROUTES = (
     "| `held_out` | `builders.py` (`build_held_out`, `build_training_streams`) for train, sft, rft and eval | the "
     "reserve: `envs/task_keys.py` keys the tasks, `held_out.py` builds the test and eval sets and the filter every "
     "training stream draws through |",
+    "| `reward` | `rewards/` (`RewardPipeline`, built by `builders.build_rewards` into the `RolloutContext` of every "
+    "command) | a `RewardSchema`; `reward.kl.coef > 0` also sets the learner's `keep_reference` |",
 )
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
