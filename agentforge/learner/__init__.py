@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from agentforge.learner.batch import TurnSample, samples_from_groups, samples_from_sft
 from agentforge.learner.config import LearnerConfig, LoraSettings, LossSettings
-from agentforge.learner.group import Learner
+from agentforge.learner.driver import Learner
 from agentforge.learner.packing import pack_micro_batches, shard_by_tokens
 
 __all__ = [

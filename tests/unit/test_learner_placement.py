@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentforge.errors import ConfigError
-from agentforge.learner.group import ranks_use_gpus
+from agentforge.learner.driver import ranks_use_gpus
 
 pytestmark = pytest.mark.unit
 

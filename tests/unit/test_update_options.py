@@ -10,7 +10,7 @@ import pytest
 
 from agentforge.errors import ConfigError
 from agentforge.learner import LearnerConfig, TurnSample
-from agentforge.learner.group import combine_steps, mini_batches
+from agentforge.learner.driver import combine_steps, mini_batches
 from agentforge.learner.objective import CorrectionSpec, mismatch_metrics, rollout_correction
 from agentforge.rewards.kl import KLInReward
 from agentforge.rollout.workflow import RolloutResult, RolloutStats
@@ -194,7 +194,7 @@ def test_combine_steps_reports_each_epochs_clip_fraction():
 
 
 def test_counts_add_up_over_steps_and_ranks_and_become_clip_fractions_per_lag():
-    from agentforge.learner.group import aggregate_rank_metrics
+    from agentforge.learner.driver import aggregate_rank_metrics
     from agentforge.training.asynchronous import lag_clip_fractions
 
     steps = [{"tokens": 10.0, "clip_fraction": 0.1, "epoch": 1.0, "count/tokens_stratum_1": 4.0,
