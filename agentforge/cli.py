@@ -69,31 +69,31 @@ examples:
 
 
 def _run_rollout(cfg: DictConfig) -> None:
-    from agentforge.evaluation.rollout_command import run_rollout
+    from agentforge.commands.rollout import run_rollout
 
     run_rollout(cfg)
 
 
 def _run_train(cfg: DictConfig) -> None:
-    from agentforge.training.assembly import run_train
+    from agentforge.commands.train import build_trainer
 
-    run_train(cfg)
+    build_trainer(cfg, checked=True).fit()
 
 
 def _run_eval(cfg: DictConfig) -> None:
-    from agentforge.evaluation.evaluate import run_eval
+    from agentforge.commands.evaluate import run_eval
 
     run_eval(cfg)
 
 
 def _run_rft(cfg: DictConfig) -> None:
-    from agentforge.training.rft import run_rft
+    from agentforge.commands.rft import run_rft
 
-    run_rft(cfg)
+    run_rft(cfg, checked=True)
 
 
 def _run_sft(cfg: DictConfig) -> None:
-    from agentforge.training.sft import run_sft
+    from agentforge.commands.sft import run_sft
 
     run_sft(cfg)
 
@@ -106,7 +106,7 @@ PLAIN_COMMANDS = ("envs", "sweep-report", "view", "launch", "config", "export", 
 
 @hydra.main(config_path="pkg://agentforge.conf", config_name="config", version_base=None)
 def hydra_app(cfg: DictConfig) -> None:
-    from agentforge.schema.config_check import check_config
+    from agentforge.commands.config_check import check_config
     from agentforge.tracking.capture import output_to_log
     from agentforge.tracking.progress import console
 
@@ -116,10 +116,11 @@ def hydra_app(cfg: DictConfig) -> None:
         # the console shows agentforge's own lines (`-v` / logger.verbose=true: both)
         with output_to_log(str(cfg.run_dir), bool(cfg.logger.get("verbose", False)), console):
             announce_dtypes(cfg)
-            if cfg.command != "train":  # build_trainer runs it first thing (for API users too)
-                from agentforge.training.preflight import preflight
+            from agentforge.commands.preflight import preflight
 
-                preflight(cfg)  # seconds, not the ~70 s it takes to start the model, the engine and Ray and then fail
+            # the env and its data: seconds, not the ~70 s it takes to start the model, the engine and Ray and then
+            # fail; the commands below do not check again (their API entries, build_trainer and run_rft, do)
+            preflight(cfg, config_checked=True)
             with interrupt_guard():  # Ctrl-C: say so at once, abandon the step, close everything; twice: stop now
                 HYDRA_COMMANDS[cfg.command](cfg)
     except AgentforgeError as error:  # a clean message, not Hydra's stack trace: the message names the fix
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     try:
         if command == "envs":
-            from agentforge.envs.command import envs_command
+            from agentforge.commands.envs import envs_command
 
             return envs_command(rest)
         if command == "sweep-report":
@@ -245,26 +246,26 @@ def main(argv: list[str] | None = None) -> int:
 
             return sweep_report_command(rest)
         if command == "view":
-            from agentforge.viewer.command import view_command
+            from agentforge.commands.view import view_command
 
             return view_command(rest)
         if command == "launch":
-            from agentforge.launch.slurm import launch_command
+            from agentforge.commands.launch import launch_command
 
             return launch_command(rest)
         if command == "config":
-            from agentforge.schema.docs import config_command
+            from agentforge.commands.config_docs import config_command
 
             if any(a in ("-h", "--help") for a in rest):  # the group list is its help
                 print("usage: agentforge config [group [option]] [--markdown] | --sync-docs")
                 rest = [a for a in rest if a not in ("-h", "--help")][:0]
             return config_command(rest)
         if command == "export":
-            from agentforge.export.command import export_command
+            from agentforge.commands.export import export_command
 
             return export_command(rest)
         if command == "serve":
-            from agentforge.serving.command import serve_command
+            from agentforge.commands.serve import serve_command
 
             return serve_command(rest)
         if command not in HYDRA_COMMANDS:
@@ -282,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides, recipe_files = recipe_file_override(overrides)
         register_recipes(recipe_files)
         if not any(f in ("--help", "-h", "--hydra-help", "--info", "-i") for f in flags):
+            from agentforge.commands.overrides import override_problems
             from agentforge.errors import ConfigProblems
-            from agentforge.schema.overrides import override_problems
 
             problems, _ = override_problems([f"command={command}", *overrides])
             if problems:  # every mistake at once, before Hydra stops at the first or anything starts

@@ -22,9 +22,9 @@ from typing import Any
 import torch
 from _report import metric_rows, publish
 
+from agentforge.commands.train import build_trainer
 from agentforge.hardware import describe
 from agentforge.schema.compose import compose_config
-from agentforge.training.assembly import build_trainer
 
 
 def run(k: int, args: argparse.Namespace, engine: tuple[str, ...] = ()) -> dict[str, Any]:

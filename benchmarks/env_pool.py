@@ -26,7 +26,7 @@ from typing import Any
 
 from _report import publish
 
-from agentforge.envs.pool import EnvHost, EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
+from agentforge.hosting.pool import EnvHost, EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
 from agentforge.types import Task
 
 OPTIONS: dict[str, dict[str, Any]] = {

@@ -21,7 +21,7 @@ from typing import Any
 from _report import publish
 from env_pool import OPTIONS, Player, machine
 
-from agentforge.envs.pool import RayEnvPool, ensure_ray
+from agentforge.hosting.pool import RayEnvPool, ensure_ray
 from agentforge.reliability.rss import PeakTreeRSS, tree_rss
 
 MB = 2**20

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from _report import publish
 
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, without_name
+from agentforge.commands.builders import build_engine, build_model_spec, build_pool, build_rollout_context, without_name
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.gateway.examples.client import http_client
 from agentforge.gateway.examples.search_tools import SYSTEM, TOOLS, SearchTask

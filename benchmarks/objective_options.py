@@ -33,7 +33,7 @@ SETTINGS = {
 
 def rollout_samples(args: argparse.Namespace):
     """Real turns: the grpo_sokoban recipe's prompts played by SmolLM2 in bf16 vLLM."""
-    from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
+    from agentforge.commands.builders import build_engine, build_model_spec, build_pool, build_rollout_context
     from agentforge.learner.batch import policy_samples
     from agentforge.rollout.multi_turn import MultiTurnWorkflow
     from agentforge.schema.compose import compose_config
@@ -59,8 +59,8 @@ def rollout_samples(args: argparse.Namespace):
 
 
 def learner_config(cfg, overrides: dict):
+    from agentforge.commands.train_checks import learner_config_for_run
     from agentforge.learner import LearnerConfig
-    from agentforge.training.config import learner_config_for_run
 
     base = learner_config_for_run(cfg).to_dict()
     for key, value in overrides.items():

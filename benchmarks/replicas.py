@@ -24,8 +24,8 @@ import torch
 from _report import publish
 from rollout import add_workload_arguments, env_options, measured_rollout
 
-from agentforge.builders import build_model_spec
 from agentforge.cluster.ray_runtime import ensure_ray
+from agentforge.commands.builders import build_model_spec
 from agentforge.engines.replicas import ReplicaOptions, ReplicatedEngine
 from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
 from agentforge.engines.shared import checkpoint_tensors

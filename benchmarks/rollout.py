@@ -19,7 +19,7 @@ from typing import Any
 from _report import publish
 
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
+from agentforge.commands.builders import build_engine, build_model_spec, build_pool, build_rollout_context
 from agentforge.hardware import describe
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.schema.compose import compose_config

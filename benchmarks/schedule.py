@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from _report import publish
 
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context
+from agentforge.commands.builders import build_engine, build_model_spec, build_pool, build_rollout_context
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.hardware import describe
 from agentforge.rollout.hooks import RolloutHooks

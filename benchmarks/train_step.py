@@ -15,9 +15,9 @@ from pathlib import Path
 
 from _report import metric_rows, publish
 
+from agentforge.commands.train import build_trainer
 from agentforge.hardware import describe
 from agentforge.schema.compose import compose_config
-from agentforge.training.assembly import build_trainer
 
 
 def main() -> None:

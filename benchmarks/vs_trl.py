@@ -97,8 +97,8 @@ def run_trl(mode: str, steps: int) -> list[float]:
 
 
 def run_agentforge(mode: str, steps: int) -> list[float]:
+    from agentforge.commands.train import build_trainer
     from agentforge.schema.compose import compose_config
-    from agentforge.training.assembly import build_trainer
 
     run_dir = Path(tempfile.mkdtemp())
     bf16 = mode == "bf16-lora"

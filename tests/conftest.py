@@ -78,7 +78,7 @@ def ray_with_module_classes(request: pytest.FixtureRequest) -> Any:
     import ray
     from ray import cloudpickle
 
-    from agentforge.envs.pool import ensure_ray
+    from agentforge.hosting.pool import ensure_ray
 
     module = sys.modules[request.module.__name__]
     cloudpickle.register_pickle_by_value(module)

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.algorithms import make_algorithm
-from agentforge.envs.base import make_env
+from agentforge.envs.base import expert_for, make_env
 from agentforge.tasks import TaskSampler
 from agentforge.tracking.trajectories import trajectory_file, trajectory_records, write_records
-from agentforge.training.sft import EXPERTS, expert_response
+from agentforge.training.sft import expert_response
 from agentforge.types import Group, Trajectory, Turn
 
 
@@ -39,7 +39,7 @@ def expert_groups(env_name: str, tasks: int = 2, group_size: int = 3) -> list[Gr
     groups = []
     try:
         for task in TaskSampler(env_name, "eval").sample(10 * tasks):
-            actions = EXPERTS.get(env_name)(task, {}) or []
+            actions = expert_for(env_name)(task, {}) or []
             if len(actions) < 2:
                 continue
             cuts = [max(1, (len(actions) - 1) * k // max(1, group_size - 1)) for k in range(1, group_size)]

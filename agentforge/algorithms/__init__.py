@@ -6,7 +6,6 @@ A new algorithm is one module with an `Algorithm` subclass registered under a na
 
 from __future__ import annotations
 
-from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns, group_relative, iter_turns
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
@@ -15,6 +14,7 @@ from agentforge.algorithms.strata import StraTA
 from agentforge.algorithms.t2po import T2PO
 from agentforge.algorithms.tjpo import TJPO
 from agentforge.algorithms.trajevolve import TrajEvolve
+from agentforge.objective.turns import TurnBatch, discounted_returns, group_relative, iter_turns
 
 __all__ = [
     "ALGORITHMS",

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.advantage_utils import TurnBatch
 from agentforge.errors import ConfigError
+from agentforge.objective.turns import TurnBatch
 from agentforge.registry import Registry
 from agentforge.types import Group
 
@@ -37,7 +37,7 @@ class Algorithm:
 
     Subclasses set `name`, `config_class` (a dataclass of their options with the defaults) and implement
     `compute(batch)`. Advantages come back as one flat float64 array aligned with the turn order
-    `for g in groups for τ in g.trajectories for t in τ.turns` (see `advantage_utils.iter_turns`).
+    `for g in groups for τ in g.trajectories for t in τ.turns` (see `objective.turns.iter_turns`).
     After each `compute`, `last_metrics` holds a few scalars worth logging (keys without a prefix).
     """
 
@@ -50,6 +50,9 @@ class Algorithm:
     # the algorithm reads a critic's values (the learner then trains one: learner.critic) and gives per-token
     # advantages through `token_advantages` instead of per-turn ones through `compute`
     needs_values: ClassVar[bool] = False
+    # the registered advantage estimator `compute` calls with the algorithm's config (objective.estimators), or None
+    # when the algorithm overrides `compute`
+    estimator: ClassVar[str | None] = None
     # advantages compare the rollouts of one task's group: a group of one learns nothing (trainer.group_size >= 2)
     group_relative: ClassVar[bool] = False
 
@@ -85,8 +88,15 @@ class Algorithm:
         return self.compute(TurnBatch.from_groups(groups))
 
     def compute(self, batch: TurnBatch) -> np.ndarray:
-        """The vectorised core: per-turn advantages for a prebuilt batch (flat order)."""
-        raise NotImplementedError(f"algorithm {self.name!r} does not implement compute()")
+        """The vectorised core: per-turn advantages for a prebuilt batch (flat order); default: the algorithm's
+        registered `estimator` over its config."""
+        if self.estimator is None:
+            raise NotImplementedError(f"algorithm {self.name!r} names no estimator and does not implement compute()")
+        from agentforge.objective.estimators import ADVANTAGE_ESTIMATORS
+
+        result = ADVANTAGE_ESTIMATORS.get(self.estimator)(batch, self.config)
+        self.last_metrics = result.metrics
+        return result.per_turn
 
     def token_advantages(self, samples: Sequence[Any], owners: Sequence[Any], groups: Sequence[Group],
                          values: Sequence[np.ndarray]) -> np.ndarray:

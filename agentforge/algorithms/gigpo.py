@@ -7,9 +7,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.advantage_utils import TurnBatch, discounted_returns, group_relative
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_choice, check_number
-from agentforge.errors import AgentforgeError, require
+from agentforge.errors import require
+from agentforge.objective.estimators import episode_advantages
+from agentforge.objective.turns import TurnBatch
 
 MODES = ("mean_norm", "mean_std_norm")
 EPISODE_STATS = ("trajectory", "turn")
@@ -70,6 +71,7 @@ class GiGPO(Algorithm):
     """
 
     name = "gigpo"
+    estimator = "gigpo"
     group_relative = True
     config_class = GiGPOConfig
     config: GiGPOConfig
@@ -85,95 +87,6 @@ class GiGPO(Algorithm):
             check_number(self.name, "similarity_threshold", c.similarity_threshold, low=0.0, high=1.0, low_open=True)
             require("rapidfuzz", "pip install rapidfuzz")
 
-    def compute(self, batch: TurnBatch) -> np.ndarray:
-        episode = self.episode_advantages(batch)
-        if self.config.step_weight == 0:
-            step = np.zeros_like(episode)
-            step_ids, n_steps = batch.step_id, batch.n_steps
-        else:
-            step_ids, n_steps = self.step_groups(batch)
-            step = self.step_advantages(batch, step_ids, n_steps)
-        advantages = episode + float(self.config.step_weight) * step
-        self.last_metrics = _metrics(episode, step, advantages, step_ids, n_steps)
-        return advantages
-
     def episode_advantages(self, batch: TurnBatch) -> np.ndarray:
         """A_E per turn (flat order)."""
-        norm = self.config.mode == "mean_std_norm"
-        eps = float(self.config.epsilon)
-        if self.config.episode_stats == "trajectory":
-            per_traj = group_relative(batch.traj_returns, batch.traj_group, batch.n_groups, norm_by_std=norm,
-                                      epsilon=eps)
-            return per_traj[batch.traj_id]
-        return group_relative(batch.traj_return, batch.group_id, batch.n_groups, norm_by_std=norm, epsilon=eps)
-
-    def step_groups(self, batch: TurnBatch) -> tuple[np.ndarray, int]:
-        """Global step-group id per turn and their count: exact anchors, or merged by text similarity."""
-        if batch.has_none_anchor:
-            raise AgentforgeError(
-                "GiGPO groups turns by Observation.anchor, but some turns have anchor None; the env must give a "
-                "hashable raw state (text, or a grid's bytes) as the anchor, or set algorithm.step_weight=0"
-            )
-        if self.config.similarity_threshold is None:
-            return batch.step_id, batch.n_steps
-        return similar_step_groups(batch, float(self.config.similarity_threshold))
-
-    def step_advantages(self, batch: TurnBatch, step_ids: np.ndarray, n_steps: int) -> np.ndarray:
-        """A_S per turn (flat order) from discounted returns within each step group."""
-        returns = discounted_returns(batch.reward, batch.traj_length, float(self.config.gamma))
-        return group_relative(returns, step_ids, n_steps, norm_by_std=self.config.mode == "mean_std_norm",
-                              epsilon=float(self.config.epsilon))
-
-
-def similar_step_groups(batch: TurnBatch, threshold: float) -> tuple[np.ndarray, int]:
-    """Merge a group's exact step groups whose text anchors are similar (greedy, first matching representative).
-
-    Works on distinct anchors (exact duplicates are already one step group), in order of first appearance, which
-    is the order of `batch.step_id` within a group.
-    """
-    from rapidfuzz import fuzz
-
-    if batch.n_steps == 0:
-        return batch.step_id, 0
-    first_turn = np.full(batch.n_steps, batch.n_turns, dtype=np.int64)
-    np.minimum.at(first_turn, batch.step_id, np.arange(batch.n_turns, dtype=np.int64))
-    step_group = batch.group_id[first_turn].tolist()
-    cutoff = threshold * 100.0
-    merged = np.empty(batch.n_steps, dtype=np.int64)
-    representatives: list[tuple[str, int]] = []
-    current_group = -1
-    next_id = 0
-    for step, turn in enumerate(first_turn.tolist()):
-        if step_group[step] != current_group:
-            current_group, representatives = step_group[step], []
-        anchor = batch.anchors[turn]
-        match = -1
-        if isinstance(anchor, str):
-            for text, rep_id in representatives:
-                if fuzz.ratio(anchor, text, score_cutoff=cutoff) >= cutoff:
-                    match = rep_id
-                    break
-        if match < 0:
-            match, next_id = next_id, next_id + 1
-            if isinstance(anchor, str):
-                representatives.append((anchor, match))
-        merged[step] = match
-    return merged[batch.step_id], next_id
-
-
-def _metrics(
-    episode: np.ndarray, step: np.ndarray, advantages: np.ndarray, step_ids: np.ndarray, n_steps: int
-) -> dict[str, float]:
-    if advantages.size == 0:
-        return {"adv_mean": 0.0, "adv_episode_abs_mean": 0.0, "adv_step_abs_mean": 0.0, "step_groups": 0.0,
-                "step_group_size_mean": 0.0, "step_singleton_turn_fraction": 0.0}
-    sizes = np.bincount(step_ids, minlength=n_steps)
-    used = sizes[sizes > 0]
-    return {
-        "adv_mean": float(advantages.mean()),
-        "adv_episode_abs_mean": float(np.abs(episode).mean()),
-        "adv_step_abs_mean": float(np.abs(step).mean()),
-        "step_groups": float(used.size),
-        "step_group_size_mean": float(used.mean()),
-        "step_singleton_turn_fraction": float((sizes[step_ids] == 1).mean()),
-    }
+        return episode_advantages(batch, self.config)

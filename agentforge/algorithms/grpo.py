@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
-
-from agentforge.algorithms.advantage_utils import TurnBatch, group_relative, segment_stats
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_number
 
 
@@ -36,6 +33,7 @@ class GRPO(Algorithm):
     """
 
     name = "grpo"
+    estimator = "grpo"
     group_relative = True
     config_class = GRPOConfig
     config: GRPOConfig
@@ -43,28 +41,3 @@ class GRPO(Algorithm):
     def validate(self) -> None:
         check_bool(self.name, "norm_by_std", self.config.norm_by_std)
         check_number(self.name, "epsilon", self.config.epsilon, low=0.0, low_open=True)
-
-    def compute(self, batch: TurnBatch) -> np.ndarray:
-        per_traj = group_relative(
-            batch.traj_returns,
-            batch.traj_group,
-            batch.n_groups,
-            norm_by_std=bool(self.config.norm_by_std),
-            epsilon=float(self.config.epsilon),
-        )
-        advantages = per_traj[batch.traj_id]
-        self.last_metrics = _metrics(batch, advantages)
-        return advantages
-
-
-def _metrics(batch: TurnBatch, advantages: np.ndarray) -> dict[str, float]:
-    if batch.n_groups == 0 or batch.n_turns == 0:
-        return {"adv_mean": 0.0, "adv_abs_mean": 0.0, "groups_no_signal_fraction": 0.0}
-    stats = segment_stats(batch.traj_returns, batch.traj_group, batch.n_groups)
-    present = stats.count > 0
-    no_signal = (stats.count <= 1) | stats.constant
-    return {
-        "adv_mean": float(advantages.mean()),
-        "adv_abs_mean": float(np.abs(advantages).mean()),
-        "groups_no_signal_fraction": float(no_signal[present].mean()),
-    }

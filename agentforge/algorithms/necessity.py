@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentforge.envs.base import is_replayable
-from agentforge.envs.pool import EnvPool
 from agentforge.envs.replay import ReplayResult
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import EnvPool
 from agentforge.types import Trajectory, Turn
 
 NECESSARY = "necessary"

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.advantage_utils import TurnBatch, group_relative
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_choice, check_number
 from agentforge.algorithms.strategy_selection import BUNDLED_MODEL, StrategyEmbedder, require_embedding
 from agentforge.errors import AgentforgeError, ConfigError
+from agentforge.objective.turns import TurnBatch, group_relative
 from agentforge.types import Group, LossRole, Span, Trajectory, Turn
 
 if TYPE_CHECKING:

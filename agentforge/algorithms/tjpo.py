@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.advantage_utils import TurnBatch
 from agentforge.algorithms.base import ALGORITHMS, check_choice, check_number
 from agentforge.algorithms.descriptors import describe_group, get_descriptor
 from agentforge.algorithms.diversity import (
@@ -27,6 +26,7 @@ from agentforge.algorithms.diversity import (
 )
 from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
 from agentforge.errors import ConfigError
+from agentforge.objective.turns import TurnBatch
 from agentforge.types import Group
 
 PARTICIPANTS = ("all", "successful")

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.advantage_utils import TurnBatch, iter_turns
 from agentforge.algorithms.base import ALGORITHMS, check_bool, check_choice, check_number
 from agentforge.algorithms.discriminator import StepDiscriminator
 from agentforge.algorithms.evolution import PRUNE, REASONING_MODES, STRATEGIES, EvolutionOptions
@@ -36,6 +35,7 @@ from agentforge.algorithms.gigpo import GiGPO, GiGPOConfig
 from agentforge.algorithms.necessity import REDUNDANT
 from agentforge.algorithms.strategy_selection import BUNDLED_MODEL, require_embedding
 from agentforge.errors import ConfigError
+from agentforge.objective.turns import TurnBatch, iter_turns
 from agentforge.types import Group
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Environments: importing this package registers the built-in envs in `ENVS`.
 
-Pools (`agentforge.envs.pool`) are not imported here so that using an env in-process never imports Ray.
+Pools (`agentforge.hosting.pool`) are not imported here so that using an env in-process never imports Ray.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agentforge.registry import Registry
@@ -32,6 +33,10 @@ class Env(Protocol):
     * `replayable` (class or instance attribute, default True): False when the same task and actions can reach
       different states (unseeded randomness, a live service, a user in the loop). Replaying on such an env is an
       error that names it; `replay_note` (str, optional) says why it cannot replay.
+    * `expert` (class attribute, optional): `"pkg.module:function"` (or the function) giving the actions that solve
+      a task, `function(task, env_options) -> list[str] | None` (None: it cannot); the SFT warm start
+      (`training.sft`, `agentforge sft`, `trainer.warm_start=expert`) plays them. An env declares its own expert
+      beside itself; `expert_for(name)` finds it.
     """
 
     def reset(self, task: Task) -> Observation: ...
@@ -56,6 +61,23 @@ def make_env(name: str, options: dict[str, Any] | None = None) -> Env:
     import agentforge.envs  # noqa: F401  (registers the built-in envs)
 
     return ENVS.get(name)(**(options or {}))
+
+
+def expert_for(name: str) -> Callable[[Task, dict[str, Any]], list[str] | None]:
+    """The env's own expert (`expert_actions` on its class), or a clear error naming the env."""
+    import agentforge.envs  # noqa: F401  (registers the built-in envs)
+    from agentforge.errors import ConfigError
+
+    expert = getattr(ENVS.get(name), "expert", None)
+    if expert is None:
+        with_experts = [n for n in ENVS.names() if getattr(ENVS.get(n), "expert", None) is not None]
+        raise ConfigError(f"env {name!r} has no expert (no `expert` on its class), so it cannot make SFT data; envs "
+                          f"with one: {', '.join(with_experts)}. Use trainer.warm_start=rft or false, or give the env "
+                          "an `expert = \"pkg.module:function\"` class attribute (function(task, env_options))")
+    if isinstance(expert, str):
+        module, _, attr = expert.partition(":")
+        expert = getattr(importlib.import_module(module), attr)
+    return expert
 
 
 def check_env_class(env_class: Any, label: str, options: dict[str, Any], splits: Sequence[str]) -> None:

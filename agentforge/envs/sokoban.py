@@ -280,6 +280,9 @@ class SokobanEnv:
     cannot be pushed: the step counts, the position stays.
     """
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.sokoban_solver:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         'dim_room': 'room size [height, width]',
         'num_boxes': 'boxes (and targets)',

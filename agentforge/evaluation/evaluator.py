@@ -15,7 +15,7 @@ from agentforge.tracking.progress import rollout_progress
 from agentforge.types import Group, SamplingConfig, Task
 
 if TYPE_CHECKING:
-    from agentforge.builders import RolloutStack
+    from agentforge.rollout.stack import RolloutStack
 
 
 @dataclass

@@ -51,7 +51,7 @@ def intervention_env_options(condition: str, cases: str, max_steps: int) -> dict
 
 def intervention_pool(pool_section: dict[str, Any], condition: str, cases: str, max_steps: int) -> Any:
     """An env pool like the run's (`env_pool`'s kind and options) over the intervention env in `condition`."""
-    from agentforge.envs.pool import make_pool
+    from agentforge.hosting.pool import make_pool
 
     pool_options = dict(pool_section)
     kind = pool_options.pop("kind")

@@ -132,7 +132,7 @@ def intervention_table(interventions: dict[str, Any]) -> Table:
 def write_eval_outputs(folder: Path, report: dict[str, Any], groups: list[Group],
                        intervention_groups: dict[str, list[Group]] | None = None) -> dict[str, Path]:
     """eval.json, eval.md, the main row's trajectories.jsonl and, with interventions, trajectories_<condition>.jsonl."""
-    from agentforge.evaluation.rollout_command import write_trajectories
+    from agentforge.tracking.trajectories import write_trajectories
 
     paths = {"eval.json": folder / "eval.json", "eval.md": folder / "eval.md",
              "trajectories": folder / "trajectories.jsonl"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentforge.builders import plain
+from omegaconf import DictConfig, OmegaConf
+
 from agentforge.errors import ConfigError
 from agentforge.tasks import SPLIT_SEED_BASE
 from agentforge.types import SamplingConfig
@@ -41,7 +42,7 @@ class EvalSettings:
 
     @classmethod
     def from_config(cls, node: Any) -> EvalSettings:
-        values = dict(plain(node) or {})
+        values = dict((OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node) or {})
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(values) - known)
         if unknown:

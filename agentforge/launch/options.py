@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from agentforge.errors import ConfigError
+from agentforge.schema.registry import owns_section
 
 TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 # the template's ports: ray_port + 10 + 20*slot (daemons), ray_port + 1000 + 150*slot (workers), slot < 16
 PORT_SPAN = 3500
 
 
+@owns_section("launch")
 @dataclass
 class SlurmOptions:
     """One launch. Defaults suit a small CPU job; GPU jobs set `gpus_per_node`."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentforge.errors import ConfigError
 from agentforge.schema.options import opt
+from agentforge.schema.registry import owns_section
 
 DTYPES = ("float32", "bfloat16")
 LR_SCHEDULES = ("constant", "cosine", "linear")
@@ -59,12 +60,12 @@ class LossSettings:
     entropy_coef: float = opt(0.0, "entropy bonus", ge=0)
 
     def resolved_policy_loss(self) -> str:
-        from agentforge.learner.objective.policy import canonical_policy_loss
+        from agentforge.objective.policy_loss import canonical_policy_loss
 
         return canonical_policy_loss(self.policy_loss)
 
     def clip_bounds(self) -> tuple[float, float]:
-        from agentforge.learner.objective.policy import CLIP_DEFAULTS
+        from agentforge.objective.policy_loss import CLIP_DEFAULTS
 
         low, high = CLIP_DEFAULTS.get(self.resolved_policy_loss(), CLIP_DEFAULTS["vanilla"])
         return (low if self.eps_low is None else float(self.eps_low),
@@ -76,7 +77,7 @@ class LossSettings:
         return self.agg_mode or "token-mean"
 
     def policy_aggregation(self) -> str:
-        from agentforge.learner.objective.policy import POLICY_AGGREGATION
+        from agentforge.objective.policy_loss import POLICY_AGGREGATION
 
         return POLICY_AGGREGATION.get(self.resolved_policy_loss(), self.aggregation())
 
@@ -125,6 +126,7 @@ class CriticSettings:
         return config.lora.enabled if self.lora is None else bool(self.lora)
 
 
+@owns_section("learner")
 @dataclass
 class LearnerConfig:
     """Everything the DeepSpeed learner needs besides the model path.
@@ -228,7 +230,7 @@ class LearnerConfig:
         """Whether leaving zero-advantage samples out changes nothing but time: every built-in policy loss is
         A times a finite factor per token, so such a sample adds exactly 0 to the loss and its gradient, as long as no
         term without A is in the loss (KL to the reference, entropy bonus). Denominators still count it."""
-        from agentforge.learner.objective.policy import POLICY_LOSSES
+        from agentforge.objective.policy_loss import POLICY_LOSSES
 
         loss = self.loss
         return (self.skip_zero_advantage and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
@@ -236,8 +238,8 @@ class LearnerConfig:
 
     def objective_spec(self) -> Any:
         """The loss options resolved (the policy loss's own clip bounds and aggregation where left null)."""
-        from agentforge.learner.objective import ClipParams, ObjectiveSpec
-        from agentforge.learner.objective.kl import canonical_estimator
+        from agentforge.objective import ClipParams, ObjectiveSpec
+        from agentforge.objective.kl import canonical_estimator
 
         loss = self.loss
         low, high = loss.clip_bounds()
@@ -249,7 +251,7 @@ class LearnerConfig:
             kl_clamp=float(loss.kl_clamp), kl_in_loss=True, entropy_coef=float(loss.entropy_coef))
 
     def correction_spec(self) -> Any:
-        from agentforge.learner.objective import CorrectionSpec
+        from agentforge.objective import CorrectionSpec
 
         rc = self.rollout_correction
         upper = float(rc.rejection_threshold)
@@ -296,10 +298,10 @@ class LearnerConfig:
 
 def _objective_problems(config: LearnerConfig) -> list[str]:
     """The objective's options: names, ranges and combinations (ALGORITHMS.md "Objective options")."""
-    from agentforge.learner.objective.aggregate import AGG_MODES
-    from agentforge.learner.objective.kl import ALIASES as KL_ALIASES
-    from agentforge.learner.objective.kl import ESTIMATORS
-    from agentforge.learner.objective.policy import ALIASES, POLICY_LOSSES
+    from agentforge.objective.aggregate import AGG_MODES
+    from agentforge.objective.kl import ALIASES as KL_ALIASES
+    from agentforge.objective.kl import ESTIMATORS
+    from agentforge.objective.policy_loss import ALIASES, POLICY_LOSSES
 
     p: list[str] = []
     loss = config.loss

@@ -46,7 +46,6 @@ from agentforge.learner.deepspeed_setup import (
 from agentforge.learner.lora import (
     wrap_with_lora,
 )
-from agentforge.learner.objective import Normalizer, policy_objective
 from agentforge.learner.packing import (
     PackedBatch,
     collate_packed,
@@ -59,6 +58,7 @@ from agentforge.learner.packing import (
 from agentforge.learner.rank_checkpoint import load_rank, save_rank
 from agentforge.learner.rank_reference import RankReference
 from agentforge.learner.rank_weights import RankWeights
+from agentforge.objective import Normalizer, policy_objective
 from agentforge.reliability.faultpoints import fault_point
 
 log = logging.getLogger(__name__)

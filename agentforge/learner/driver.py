@@ -22,8 +22,8 @@ from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.learner.batch import TurnSample
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.deepspeed_learner import TOKEN_MEAN_METRICS, DeepSpeedLearnerRank, is_count
-from agentforge.learner.objective import mismatch_metrics, rollout_correction
 from agentforge.learner.packing import shard_by_tokens, shard_indices_by_tokens
+from agentforge.objective import mismatch_metrics, rollout_correction
 
 
 class Learner:
@@ -61,7 +61,8 @@ class Learner:
 
         if not ray.is_initialized():
             raise AgentforgeError("the learner's Ray actors need a running Ray runtime: call "
-                                  "agentforge.envs.pool.ensure_ray() (or ray.init(...)) first, or use in_process=True")
+                                  "agentforge.hosting.pool.ensure_ray() (or ray.init(...)) first, or use "
+                                  "in_process=True")
         n, cpus = self.config.num_ranks, self.config.num_cpus_per_rank
         gpus = use_gpus if use_gpus is not None else ranks_use_gpus(ray.cluster_resources().get("GPU", 0), n)
         bundle = {"CPU": cpus, **({"GPU": 1} if gpus else {})}

@@ -7,7 +7,7 @@ plain `pickle.load` of a crafted file there executes whatever it names.
   through the same loader (`reliability/object_state.py`).
 
 DeepSpeed's own checkpoint files are read by DeepSpeed with `torch.load(weights_only=False)` (its optimizer state
-holds Python objects): that is contained by resuming only run dirs this user owns (`training/config.py`).
+holds Python objects): that is contained by resuming only run dirs this user owns (`commands/train_checks.py`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from agentforge.learner.batch import TurnSample
-from agentforge.learner.objective.kl import kl_estimate
+from agentforge.objective.kl import kl_estimate
 from agentforge.rewards.stages import REWARD_STAGES, RewardStage
 from agentforge.types import Span, Turn
 

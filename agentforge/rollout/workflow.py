@@ -29,8 +29,8 @@ from agentforge.agent.prompts import HistoryEntry, PromptTemplate
 from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
-from agentforge.envs.pool import EnvPool
 from agentforge.errors import PromptTooLongError
+from agentforge.hosting.pool import EnvPool
 from agentforge.types import (
     Completion,
     Group,

@@ -39,16 +39,33 @@ GROUPS = ("model", "engine", "env", "agent", "algorithm", "learner", "logger", "
 TOP_LEVEL_EXTRA = ("hardware", "hydra")  # the dtype resolution's record; Hydra's own node when present
 
 
-def learner_schema() -> type:
-    from agentforge.learner.config import LearnerConfig
+# sections whose schema is their owner's own settings class, registered by the owner where it defines it (the
+# learner's LearnerConfig, the launcher's SlurmOptions), so this room imports nothing above it
+OWNED_SECTIONS: dict[str, type] = {}
 
-    return LearnerConfig
+
+def owns_section(name: str) -> Any:
+    """Class decorator: the class is the schema of config section `name`."""
+    def register(cls: type) -> type:
+        OWNED_SECTIONS[name] = cls
+        return cls
+
+    return register
+
+
+def owned_schema(name: str) -> type:
+    if name not in OWNED_SECTIONS:
+        raise LookupError(f"no part has registered the schema of section {name!r}; import its owner first (the "
+                          "commands floor imports every owner)")
+    return OWNED_SECTIONS[name]
+
+
+def learner_schema() -> type:
+    return owned_schema("learner")
 
 
 def launch_schema() -> type:
-    from agentforge.launch.options import SlurmOptions
-
-    return SlurmOptions
+    return owned_schema("launch")
 
 
 def engine_schema(name: str) -> type:
@@ -64,7 +81,7 @@ def engine_schema(name: str) -> type:
 
 @cache
 def _env_schema(name: str) -> type:
-    from agentforge.envs.pool import resolve_env
+    from agentforge.hosting.pool import resolve_env
 
     return signature_schema(f"env {name}", resolve_env(name), skip=("self",))
 
@@ -113,3 +130,20 @@ def signature_schema(what: str, cls: type, skip: tuple[str, ...] = ()) -> Any:
             default = list(default)
         fields.append((pname, hints.get(pname, Any), opt(default, help_lines.get(pname, ""))))
     return GeneratedSchema(cls.__name__, fields)
+
+
+def group_options(group: str, builtin_only: bool = False) -> list[str]:
+    """The options of a group whose keys depend on the option chosen (engine, env, algorithm); `builtin_only`
+    leaves out plugins registered in this process (the generated docs list agentforge's own)."""
+    if group == "engine":
+        return list(ENGINE_SCHEMAS)
+    if group == "env":
+        from agentforge.envs import ENVS
+
+        return ENVS.builtin_names() if builtin_only else ENVS.names()
+    if group == "algorithm":
+        import agentforge.algorithms  # noqa: F401
+        from agentforge.algorithms.base import ALGORITHMS
+
+        return ALGORITHMS.builtin_names() if builtin_only else ALGORITHMS.names()
+    return []

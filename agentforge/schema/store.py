@@ -38,8 +38,7 @@ def defaults_node(schema: Any) -> dict[str, Any]:
 
 def schema_nodes() -> dict[tuple[str, str], dict[str, Any]]:
     """(group, option) -> defaults, for every built-in engine, env and algorithm."""
-    from agentforge.schema.docs import group_options
-    from agentforge.schema.registry import ENGINE_SCHEMAS, algorithm_schema, env_schema
+    from agentforge.schema.registry import ENGINE_SCHEMAS, algorithm_schema, env_schema, group_options
 
     nodes = {("engine", name): defaults_node(schema) for name, schema in ENGINE_SCHEMAS.items()}
     nodes.update({("env", name): defaults_node(env_schema(name)) for name in group_options("env")})

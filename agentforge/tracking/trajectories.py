@@ -153,3 +153,10 @@ def table_rows(iteration: int, records: Iterable[dict[str, Any]]) -> list[list[A
                          turn.get("action") or "", bool(turn.get("valid")), turn.get("reward"),
                          turn.get("advantage"), forced])
     return rows
+
+
+def write_trajectories(path: Path, groups: list[Group], with_tokens: bool) -> None:
+    with path.open("w") as f:
+        for group in groups:
+            for trajectory in group.trajectories:
+                f.write(json.dumps(trajectory.to_json(with_tokens)) + "\n")

@@ -199,7 +199,7 @@ def staleness(groups: list[Group], version: int, max_staleness: int) -> tuple[li
 def lag_metrics(samples: list[Any], owners: list[Any], version: int) -> dict[str, float]:
     """The behaviour → proximal mismatch per version lag (after `Learner.prepare` with recomputed old log-probs):
     k3, mean |Δ log p| and the IS weight's mean and max of the turns sampled `lag` versions ago."""
-    from agentforge.learner.objective.correction import mismatch_metrics
+    from agentforge.objective.correction import mismatch_metrics
 
     by_lag: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
     for sample, owner in zip(samples, owners, strict=True):

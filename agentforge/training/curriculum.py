@@ -171,7 +171,7 @@ def check_curriculum(section: Mapping[str, Any] | None, env_name: str, env_optio
                      splits: Sequence[str]) -> None:
     """Before anything starts: the settings are sound and the env accepts every level's value of the option."""
     from agentforge.envs.base import check_env_class
-    from agentforge.envs.pool import resolve_env
+    from agentforge.hosting.pool import resolve_env
 
     settings = CurriculumSettings.from_config(section)
     if not settings.enabled:

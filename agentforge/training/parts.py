@@ -2,7 +2,7 @@
 
 Why: the training loop used to receive the whole composed config and build its engine, env pool, learner and task
 samplers itself, so the config travelled from the loop into every module. Now the command layer
-(`training/assembly.py`) reads the config once and builds the parts; the loop's signature says what it reads.
+(`commands/train.py`) reads the config once and builds the parts; the loop's signature says what it reads.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 from agentforge.schema.groups import TrainerSchema
 
 if TYPE_CHECKING:
-    from agentforge.builders import RolloutStack
     from agentforge.learner import Learner
+    from agentforge.objective.dynamic_sampling import DynamicSampling
     from agentforge.reliability.checkpoint import CheckpointManager
+    from agentforge.rollout.stack import RolloutStack
     from agentforge.rollout.workflow import RolloutContext
     from agentforge.tasks.held_out import HeldOut, TrainingStreams
     from agentforge.tracking.tracker import RunTracker
-    from agentforge.training.dynamic_sampling import DynamicSampling
     from agentforge.training.warm_start import WarmStart
     from agentforge.types import Task
 

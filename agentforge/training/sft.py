@@ -7,91 +7,24 @@ then start from it with `model.init_from=<sft run>/model`.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate, prompt_for
 from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
-from agentforge.builders import (
-    build_agent_config,
-    build_held_out,
-    build_model_spec,
-    build_training_streams,
-    plain,
-    prepare_run_dir,
-    without_name,
-)
 from agentforge.envs.agent import AGENT_ENV
-from agentforge.envs.base import make_env
+from agentforge.envs.base import expert_for, make_env
 from agentforge.errors import ConfigError
-from agentforge.learner import Learner, LearnerConfig, samples_from_sft
+from agentforge.learner import Learner, samples_from_sft
 from agentforge.models.loading import ModelSpec, load_hf_model, load_tokenizer
-from agentforge.registry import Registry
 from agentforge.tasks import task_sampler
-from agentforge.tasks.held_out import TrainingStreams, earlier_training, run_record, write_record
-from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
-from agentforge.tracking.progress import console
-from agentforge.tracking.tracker import RunTracker
+from agentforge.tasks.held_out import TrainingStreams
 from agentforge.types import Task, Trajectory, Turn
-
-ExpertFn = Callable[[Task, dict[str, Any]], list[str] | None]
-EXPERTS: Registry[ExpertFn] = Registry("expert")
-
-
-@EXPERTS.register("sokoban")
-def sokoban_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.sokoban_solver import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("webshop")
-def webshop_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.webshop.expert import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("search_qa")
-def search_qa_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.search_qa.expert import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("alfworld")
-def alfworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.alfworld.expert import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("scienceworld")
-def scienceworld_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.scienceworld.expert import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("gym")
-def gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.adapters.gym import expert_actions
-
-    return expert_actions(task, env_options)
-
-
-@EXPERTS.register("reasoning_gym")
-def reasoning_gym_expert(task: Task, env_options: dict[str, Any]) -> list[str] | None:
-    from agentforge.envs.adapters.reasoning_gym import expert_actions
-
-    return expert_actions(task, env_options)
 
 
 def expert_response(action: str, thought: str | None = None) -> str:
@@ -148,12 +81,6 @@ class ExpertPlay:
     max_model_len: int = 4096
     streams: TrainingStreams = field(default_factory=TrainingStreams)  # the run seed's tasks, held-out ones skipped
 
-    @classmethod
-    def from_config(cls, cfg: DictConfig) -> ExpertPlay:
-        max_len = cfg.engine.get("max_model_len")  # vLLM's key; the HF engine has no bound
-        return cls(str(cfg.env.name), without_name(cfg.env), build_agent_config(cfg),
-                   int(max_len) if max_len is not None else cls.max_model_len)
-
     def members(self) -> dict[str, dict[str, Any]]:
         """env -> its options: the run's env, or each member of env=mix."""
         if self.env_name != "mix":
@@ -169,7 +96,7 @@ def expert_trajectories(play: ExpertPlay, tokenizer: Any, tasks: list[Task]) -> 
     agent = play.agent
     out = []
     for name, env_options in play.members().items():
-        expert = EXPERTS.get(name)
+        expert = expert_for(name)
         template = prompt_for(name)
         env = make_env(name, env_options)
         try:
@@ -235,40 +162,3 @@ def run_sft_epochs(section: Any, seed: int, learner: Learner, data: list[Traject
             step += 1
             on_step(step, learner.sft_step(samples_from_sft(order[start : start + batch_size]), lr))
     return step
-
-
-def run_sft(cfg: DictConfig) -> dict[str, Any]:
-    """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
-    run_dir = prepare_run_dir(cfg)
-    spec = build_model_spec(cfg)
-    held_out, keyer = build_held_out(cfg, {})
-    streams = build_training_streams(cfg, held_out, keyer)
-    try:
-        data = expert_dataset(replace(ExpertPlay.from_config(cfg), streams=streams), cfg.sft, load_tokenizer(spec))
-    finally:
-        keyer.close()
-    steps = epoch_steps(cfg.sft, len(data))
-    console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) · "
-                  f"{steps} steps · model {spec.name}")
-    learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
-    tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
-
-    def on_step(step: int, metrics: dict[str, float]) -> None:
-        tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
-        console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
-
-    try:
-        done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, on_step)
-        out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
-        save_full_model(spec, learner.export_weights(), out_dir)
-        earlier = earlier_training(cfg.model.get("init_from"))
-        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
-    finally:
-        tracker.close()
-        learner.close()
-    plot_training_curves(run_dir / "metrics.jsonl", run_dir / "sft_curve.png", f"SFT {cfg.env.name} {spec.name}",
-                         panels=SFT_PANELS)
-    summary = {"model": str(out_dir), "trajectories": len(data), "steps": done}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"SFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
-    return summary

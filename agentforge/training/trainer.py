@@ -1,6 +1,6 @@
 """The training loop: rollout → advantages → learner update → weight sync, with eval, checkpoints and resume.
 
-It is handed its parts already built (`training/assembly.py` reads the config and builds them) and reads only its
+It is handed its parts already built (`commands/train.py` reads the config and builds them) and reads only its
 settings (`training/parts.py`).
 
 Reproducibility: each iteration's rollout is seeded from (run seed, iteration), and a checkpoint stores the sampler
@@ -34,9 +34,9 @@ from agentforge.training.asynchronous import (
     staleness,
 )
 from agentforge.training.curriculum import CurriculumSampler
-from agentforge.training.dynamic_sampling import play_with_signal
 from agentforge.training.parts import TrainerParts, TrainerSettings
 from agentforge.training.run_report import TestEvals, final_report
+from agentforge.training.sampling_rounds import play_with_signal
 from agentforge.training.updates import UpdateLedger
 from agentforge.types import Group
 

@@ -124,7 +124,7 @@ def test_a_parse_error_in_a_ray_worker_reaches_the_driver_as_a_named_error(tmp_p
     pytest.importorskip("ray")
     import ray
 
-    from agentforge.envs.pool import make_pool
+    from agentforge.hosting.pool import make_pool
 
     (game,) = bundled(1)
     broken = write_game(tmp_path, "trial_a_broken", game,

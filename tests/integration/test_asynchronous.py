@@ -11,12 +11,12 @@ import shutil
 
 import pytest
 
+from agentforge.commands.config_check import check_config
+from agentforge.commands.train import build_trainer
 from agentforge.errors import ConfigProblems
 from agentforge.reliability.checkpoint import CheckpointManager
 from agentforge.schema.compose import compose_config
-from agentforge.schema.config_check import check_config
 from agentforge.tracking.trajectories import iteration_files, read_records
-from agentforge.training.assembly import build_trainer
 from agentforge.training.updates import STALL_ITERATIONS
 from tests.integration import letter_bandit
 from tests.integration.letter_bandit import metric_rows

@@ -10,10 +10,10 @@ import torch
 from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
-from agentforge.builders import build_engine, build_model_spec
+from agentforge.commands.builders import build_engine, build_model_spec
 from agentforge.engines.interventions import InterventionSpec
-from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.learner import Learner, LearnerConfig, samples_from_groups
 from agentforge.learner.packing import pack_micro_batches, padding_stats
 from agentforge.rollout.metrics import rollout_summary
@@ -165,11 +165,12 @@ def test_a_conversation_trains_the_same_with_shared_execution(engine, tiny_model
 
 def test_expert_warm_start_data_has_the_conversation_format(engine):
     """SFT data in conversation mode is built the way rollouts build prompts: each turn extends the last."""
+    from agentforge.envs.base import expert_for
     from agentforge.envs.sokoban import SokobanEnv
-    from agentforge.training.sft import EXPERTS, expert_trajectory
+    from agentforge.training.sft import expert_trajectory
 
     task = TaskSampler("sokoban", "train").sample(1)[0]
-    actions = EXPERTS.get("sokoban")(task, ENV_OPTIONS)
+    actions = expert_for("sokoban")(task, ENV_OPTIONS)
     trajectory = expert_trajectory(task, actions, SokobanEnv(**ENV_OPTIONS), TEMPLATE, engine.tokenizer,
                                    conversation(max_turns=20))
     assert trajectory.won and trajectory.length == len(actions) >= 2

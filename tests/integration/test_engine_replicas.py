@@ -33,7 +33,7 @@ SAMPLING = SamplingConfig(max_new_tokens=8)
 
 @pytest.fixture(scope="module")
 def ray_runtime():
-    from agentforge.envs.pool import ensure_ray
+    from agentforge.hosting.pool import ensure_ray
 
     ensure_ray(num_cpus=2)
 
@@ -185,7 +185,7 @@ def test_per_episode_rollout_keeps_each_episode_on_its_replica_and_loses_nothing
                                                                                                    tiny_spec):
     from agentforge.agent.prompts import prompt_for
     from agentforge.agent.render import AgentConfig
-    from agentforge.envs.pool import RayEnvPool
+    from agentforge.hosting.pool import RayEnvPool
     from agentforge.rollout.multi_turn import MultiTurnWorkflow
     from agentforge.rollout.workflow import RolloutContext
     from agentforge.tasks import TaskSampler
@@ -231,7 +231,7 @@ BASE = [
 
 def test_a_colocated_training_run_on_replicas_sleeps_for_the_update_and_records_where_replicas_ran(ray_runtime,
                                                                                                    tmp_path):
-    from agentforge.training.assembly import build_trainer
+    from agentforge.commands.train import build_trainer
 
     run_dir = tmp_path / "run"
     # per-episode scheduling too: a training run's rollout on replicas, each episode's turns sent as they are ready

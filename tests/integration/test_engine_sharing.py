@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.builders import build_engine, build_model_spec
+from agentforge.commands.builders import build_engine, build_model_spec
 from agentforge.engines import make_engine
 from agentforge.schema.compose import compose_config
 from agentforge.types import SamplingConfig

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool
+from agentforge.hosting.pool import EnvPool, LocalEnvPool, RayEnvPool
 from agentforge.types import Task
 
 pytestmark = pytest.mark.integration

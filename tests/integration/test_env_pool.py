@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool, make_pool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv
 from agentforge.errors import ConfigError, EnvWorkerError
+from agentforge.hosting.pool import EnvPool, LocalEnvPool, RayEnvPool, make_pool
 from agentforge.types import Task
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_sweep_report import TINY_TRAIN, run_cli, tiny_sweep
 
+from agentforge.commands.evaluate import run_eval
 from agentforge.errors import ConfigError
-from agentforge.evaluation.evaluate import run_eval
 from agentforge.schema.compose import compose_config
 from agentforge.tasks import iteration_seed
 

@@ -75,8 +75,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """A full-weight and a LoRA run, each exported into <run>/export/iter_000001. The LoRA run is a real `agentforge
     train` process (its card names the command that reproduces it) exported through the CLI's main here; the
     full run is trained in this process (the same trainer) and exported by a real `agentforge export` process."""
+    from agentforge.commands.train import build_trainer
     from agentforge.schema.compose import compose_config
-    from agentforge.training.assembly import build_trainer
 
     root = tmp_path_factory.mktemp("export_runs")
     out = {}
@@ -293,7 +293,7 @@ def test_push_to_hub_is_refused_without_a_token_and_without_a_network(runs, tmp_
 @pytest.fixture(scope="module")
 def served(runs):
     """The LoRA run's export served by the transformers engine, in this process."""
-    from agentforge.serving.command import ServeModel, build_engine, sampling_of
+    from agentforge.commands.serve import ServeModel, build_engine, sampling_of
     from agentforge.serving.server import start
 
     folder = export_dir(runs["lora"])
@@ -397,7 +397,7 @@ def test_serve_on_vllm_answers_what_the_transformers_server_answers(served, runs
     """The same export behind the vLLM engine: the same greedy reply (fp32) through the same server."""
     from openai import OpenAI
 
-    from agentforge.serving.command import ServeModel, build_engine, sampling_of
+    from agentforge.commands.serve import ServeModel, build_engine, sampling_of
     from agentforge.serving.server import start
 
     folder = export_dir(runs["lora"])

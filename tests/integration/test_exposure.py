@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 # the environment must carry no auth choice of the caller's.
 PROBE = textwrap.dedent("""
     import json, os, stat, psutil, ray
-    from agentforge.envs.pool import ensure_ray
+    from agentforge.hosting.pool import ensure_ray
     ensure_ray(num_cpus=1)
 
     @ray.remote(num_cpus=0)
@@ -84,7 +84,7 @@ def test_a_client_without_the_token_is_refused() -> None:
     """Auth is really on: a second process that knows the address but not the token cannot connect."""
     probe = textwrap.dedent("""
         import os, ray, time
-        from agentforge.envs.pool import ensure_ray
+        from agentforge.hosting.pool import ensure_ray
         ensure_ray(num_cpus=1)
         address = ray.get_runtime_context().gcs_address
         import subprocess, sys

@@ -17,7 +17,13 @@ import pytest
 from omegaconf import open_dict
 
 from agentforge.algorithms import make_algorithm
-from agentforge.builders import build_engine, build_model_spec, build_pool, build_rollout_context, build_workflow
+from agentforge.commands.builders import (
+    build_engine,
+    build_model_spec,
+    build_pool,
+    build_rollout_context,
+    build_workflow,
+)
 from agentforge.errors import ConfigError
 from agentforge.learner.batch import TurnSample
 from agentforge.schema.compose import compose_config
@@ -363,7 +369,7 @@ def test_training_through_the_gateway(tmp_path, tiny_tokenizer, agent, algorithm
     expert's replies); GiGPO groups calls by their rendered observation,
     TJPO's diversity credit reads the tools called (descriptor `tool_calls`), T2PO's token-level intervention and
     uncertainty act on every model call."""
-    from agentforge.training.assembly import build_trainer
+    from agentforge.commands.train import build_trainer
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={agent}", *TINY,
                           f"algorithm={algorithm}", "trainer.iterations=2", "trainer.tasks_per_iteration=2",
@@ -404,7 +410,7 @@ def ray_runtime(ray_with_module_classes):
 def test_asynchronous_training_through_the_gateway(ray_runtime, tmp_path, tiny_tokenizer):
     """The producer thread plays the agent's episodes through the gateway on an engine replica while the learner
     trains: the calls carry the replica's policy version, the staleness bound holds."""
-    from agentforge.training.assembly import build_trainer
+    from agentforge.commands.train import build_trainer
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
                           "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2",
@@ -429,12 +435,13 @@ def test_asynchronous_training_through_the_gateway(ray_runtime, tmp_path, tiny_t
 def test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies(tmp_path, tiny_tokenizer, agent):
     """No engine: the agent's own loop runs against the gateway, the search-QA expert writes each reply as a Hermes
     tool call, and the won episodes are SFT data in exactly the conversation the agent holds."""
+    from agentforge.commands.builders import build_expert_play
     from agentforge.learner import samples_from_sft
-    from agentforge.training.sft import ExpertPlay, expert_dataset
+    from agentforge.training.sft import expert_dataset
 
     cfg = gateway_config(tmp_path, tiny_tokenizer, agent, f"env.expert={EXPERT}", "command=sft", "sft.num_tasks=6",
                          scaffold=False)
-    data = expert_dataset(ExpertPlay.from_config(cfg), cfg.sft, tiny_tokenizer)
+    data = expert_dataset(build_expert_play(cfg), cfg.sft, tiny_tokenizer)
     assert len(data) >= 3 and all(t.won for t in data)
     eos = tiny_tokenizer.eos_token_id
     for trajectory in data:
@@ -456,7 +463,7 @@ def test_the_expert_warm_start_plays_the_agent_unchanged_with_expert_replies(tmp
 
 
 def test_the_expert_warm_start_needs_an_expert(tmp_path, tiny_tokenizer):
-    from agentforge.training.preflight import preflight
+    from agentforge.commands.preflight import preflight
 
     cfg = compose_config(["recipe=debug", "command=train", "env=agent", f"env.entry={OPENAI_AGENT}", *TINY,
                           "trainer.warm_start=expert"], run_dir=str(tmp_path))
@@ -485,11 +492,11 @@ def test_every_command_closes_the_gateway_it_started(tmp_path, tiny_tokenizer, m
              "rft": ["rft.num_tasks=2", "rft.group_size=1", "rft.threshold=0.0", "rft.epochs=1"]}[command]
     cfg = gateway_config(tmp_path, tiny_tokenizer, OPENAI_AGENT, f"command={command}", *sizes)
     if command == "rollout":
-        from agentforge.evaluation.rollout_command import run_rollout as run
+        from agentforge.commands.rollout import run_rollout as run
     elif command == "eval":
-        from agentforge.evaluation.evaluate import run_eval as run
+        from agentforge.commands.evaluate import run_eval as run
     else:
-        from agentforge.training.rft import run_rft as run
+        from agentforge.commands.rft import run_rft as run
     run(cfg)
     assert started, "the command played no episode through the gateway"
     for server in started:

@@ -125,7 +125,7 @@ def test_interrupt_tokens_without_replicas_is_refused():
 def test_a_push_over_the_weight_group_lands_inside_a_replicas_generate_call(tiny_spec, prompts):
     import ray
 
-    from agentforge.envs.pool import ensure_ray
+    from agentforge.hosting.pool import ensure_ray
 
     ensure_ray(num_cpus=2)
     engine = ReplicatedEngine("hf", tiny_spec, dict(HF), ReplicaOptions(replicas=1, interrupt_tokens=4))

@@ -342,7 +342,7 @@ def test_ray_actor_ranks_match_the_in_process_rank(model_dir):
     """One Ray rank equals the in-process rank; two ranks under ZeRO-2 with uneven micro-batch counts give the same
     update, here with a sequence-level objective (GSPO's per-turn ratio, averaged per turn) whose denominators
     must be the whole batch's across ranks."""
-    from agentforge.envs.pool import ensure_ray
+    from agentforge.hosting.pool import ensure_ray
 
     samples = make_batch()
     with Learner(model_dir, config(), in_process=True) as local:

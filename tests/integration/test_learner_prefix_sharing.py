@@ -11,7 +11,6 @@ from deepspeed.utils import safe_get_full_grad
 
 from agentforge.errors import ConfigError
 from agentforge.learner import Learner, LearnerConfig, TurnSample
-from agentforge.learner.objective.aggregate import AGG_MODES
 from agentforge.learner.packing import (
     collate_packed,
     pack_micro_batches,
@@ -19,6 +18,7 @@ from agentforge.learner.packing import (
     row_length,
     shard_indices_by_tokens,
 )
+from agentforge.objective.aggregate import AGG_MODES
 
 pytestmark = pytest.mark.integration
 

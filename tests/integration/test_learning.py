@@ -7,7 +7,7 @@ contains the letter "a"; GRPO must shift the random tiny model's distribution wi
 
 import pytest
 
-from agentforge.training.assembly import build_trainer
+from agentforge.commands.train import build_trainer
 from tests.integration.letter_bandit import bandit_config, metric_rows
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from agentforge.training.assembly import build_trainer
+from agentforge.commands.train import build_trainer
 
 pytestmark = pytest.mark.integration
 

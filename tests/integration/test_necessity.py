@@ -22,10 +22,10 @@ from agentforge.algorithms.necessity import (
     verify_pruned,
 )
 from agentforge.envs.base import ENVS, make_env
-from agentforge.envs.pool import LocalEnvPool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv, apply_action
 from agentforge.envs.sokoban_solver import expert_actions
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.types import Task, Trajectory, Turn
 
 pytestmark = pytest.mark.integration
@@ -215,7 +215,7 @@ def test_labels_through_the_ray_pool_equal_the_in_process_ones(pool):
     and in process: identical labels, Dep sets and replay counts."""
     import ray
 
-    from agentforge.envs.pool import RayEnvPool, ensure_ray
+    from agentforge.hosting.pool import RayEnvPool, ensure_ray
 
     trajectories = []
     for seed in (2, 7):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from agentforge.commands.preflight import preflight
+from agentforge.commands.train import build_trainer
 from agentforge.errors import ConfigError
 from agentforge.schema.compose import compose_config
-from agentforge.training.assembly import build_trainer
-from agentforge.training.preflight import preflight
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ import pytest
 
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
-from agentforge.builders import build_engine, build_model_spec
+from agentforge.commands.builders import build_engine, build_model_spec
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import LocalEnvPool, RayEnvPool
 from agentforge.envs.sokoban import SokobanEnv
+from agentforge.hosting.pool import LocalEnvPool, RayEnvPool
 from agentforge.rollout.hooks import RolloutHooks
 from agentforge.rollout.multi_turn import MultiTurnWorkflow
 from agentforge.rollout.workflow import RolloutContext

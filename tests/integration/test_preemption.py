@@ -80,8 +80,8 @@ def test_scheduler_signal_checkpoints_then_resume_auto_continues(tmp_path: Path,
 
 
 def test_resume_auto_starts_fresh_without_a_checkpoint(tmp_path: Path) -> None:
+    from agentforge.commands.train_checks import resolve_resume_dir
     from agentforge.schema.compose import compose_config
-    from agentforge.training.config import resolve_resume_dir
 
     cfg = compose_config(["recipe=debug", "command=train", "resume=auto"], run_dir=str(tmp_path / "run"))
     assert resolve_resume_dir(cfg) is None

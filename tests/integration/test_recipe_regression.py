@@ -49,8 +49,8 @@ def overrides(algorithm: str) -> list[str]:
 
 def run_one_iteration(algorithm: str, run_dir: Path) -> dict:
     """Train one iteration; return its trajectories (token ids, log-probs), advantages and loss."""
+    from agentforge.commands.train import build_trainer
     from agentforge.schema.compose import compose_config
-    from agentforge.training.assembly import build_trainer
 
     trainer = build_trainer(compose_config(overrides(algorithm), run_dir=str(run_dir)))
     captured: dict = {}

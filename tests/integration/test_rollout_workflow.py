@@ -7,10 +7,10 @@ import pytest
 from agentforge.agent.chat import chat_prompt_ids
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.render import AgentConfig
-from agentforge.builders import build_engine, build_model_spec
+from agentforge.commands.builders import build_engine, build_model_spec
 from agentforge.engines.interventions import InterventionSpec
-from agentforge.envs.pool import LocalEnvPool, RayEnvPool
 from agentforge.errors import AgentforgeError
+from agentforge.hosting.pool import LocalEnvPool, RayEnvPool
 from agentforge.learner import samples_from_groups
 from agentforge.rewards import RewardPipeline
 from agentforge.rollout.hooks import RolloutHooks

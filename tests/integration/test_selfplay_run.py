@@ -16,8 +16,8 @@ TASKS, GAMES = 2, 2  # trainer.tasks_per_iteration, trainer.group_size
 
 
 def test_one_self_play_iteration_trains_both_sides(tiny_train_config, tiny_tokenizer, tmp_path) -> None:
+    from agentforge.commands.train import build_trainer
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.assembly import build_trainer
 
     # the tiny model writes no move by itself: it samples 2 tokens, then `<action>4</action>` is forced. Player 0
     # takes the centre; player 1 is refused twice (occupied) and loses: 3 turns per game, 2 sampled tokens each

@@ -15,8 +15,8 @@ from agentforge.agent.render import AgentConfig
 from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.strata import strata_levels
 from agentforge.algorithms.strategy_selection import StrategyEmbedder, farthest_point_selection
-from agentforge.builders import build_engine, build_model_spec
-from agentforge.envs.pool import LocalEnvPool
+from agentforge.commands.builders import build_engine, build_model_spec
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.schema.compose import compose_config
@@ -160,8 +160,8 @@ def test_eval_hooks_give_every_episode_its_own_strategy_and_no_judgment(engine):
 
 
 def test_one_training_iteration_of_the_sokoban_recipe(tmp_path, tiny_train_config):
+    from agentforge.commands.train import build_trainer
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.assembly import build_trainer
 
     build_trainer(tiny_train_config("strata_sokoban", *SMALL_STRATA, "trainer.checkpoint_every=1")).fit()
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
@@ -227,7 +227,7 @@ def test_strategy_prompts_of_real_envs_fit_the_recipes(recipe):
     from agentforge.agent.chat import chat_prompt_ids
     from agentforge.agent.render import render_turn_prompt
     from agentforge.agent.strategy import strategy_messages, strategy_note, strategy_prompt_for
-    from agentforge.builders import build_pool
+    from agentforge.commands.builders import build_pool
     from agentforge.models.loading import load_tokenizer
 
     cfg = compose_config([f"recipe={recipe}", "command=train", "env_pool.kind=local", "model=tiny"])

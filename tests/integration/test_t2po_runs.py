@@ -15,8 +15,8 @@ from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.t2po import THINK_QUEUE
 from agentforge.engines import make_engine
 from agentforge.engines.interventions import InterventionSpec, register_token_pieces, self_calibrated_uncertainty
-from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.schema.compose import compose_config
@@ -134,7 +134,7 @@ def test_tds_regenerates_turns_from_the_same_state_and_never_trains_them(ctx, ma
 
 
 def test_rft_keeps_only_what_passes_the_filter(ctx):
-    from agentforge.builders import without_name
+    from agentforge.commands.builders import without_name
     from agentforge.training.rft import rft_dataset
 
     cfg = compose_config(["recipe=t2po_sokoban", "model=tiny", "rft.num_tasks=2", "rft.group_size=2",
@@ -149,8 +149,8 @@ def test_rft_keeps_only_what_passes_the_filter(ctx):
 
 
 def test_one_training_iteration_with_rft_warm_start(tmp_path, tiny_train_config):
+    from agentforge.commands.train import build_trainer
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.assembly import build_trainer
 
     build_trainer(tiny_train_config(
         "t2po_sokoban", "trainer.warm_start=rft", "rft.num_tasks=2", "rft.group_size=2", "rft.score=return",

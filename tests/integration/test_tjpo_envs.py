@@ -90,8 +90,8 @@ def test_tjpo_alfworld_recipe_trains_one_iteration_on_the_tiny_model(tmp_path):
     pytest.importorskip("alfworld")
     import json
 
+    from agentforge.commands.train import build_trainer
     from agentforge.schema.compose import compose_config
-    from agentforge.training.assembly import build_trainer
 
     cfg = compose_config([
         "recipe=tjpo_alfworld", "command=train", "model=tiny", "engine=hf", "model.dtype=float32",

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
+from agentforge.commands.train import build_trainer
 from agentforge.errors import ConfigError
 from agentforge.schema.compose import compose_config
-from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 
@@ -116,8 +116,8 @@ def test_resume_true_without_runs_says_what_to_do(tmp_path):
 
 def test_a_start_that_fails_part_way_closes_what_it_had_started(tmp_path, monkeypatch):
     """The learner failing to start (made to raise here) leaves no engine or env pool running behind the error."""
-    import agentforge.builders as builders
-    import agentforge.training.assembly as assembly
+    import agentforge.commands.builders as builders
+    import agentforge.commands.train as assembly
 
     started, closed = [], []
     real_engine, real_pool = builders.build_engine, builders.build_pool
@@ -145,8 +145,8 @@ def test_a_start_that_fails_part_way_closes_what_it_had_started(tmp_path, monkey
 
 
 def test_sft_writes_a_model_that_init_from_loads(tmp_path):
-    from agentforge.builders import build_model_spec
-    from agentforge.training.sft import run_sft
+    from agentforge.commands.builders import build_model_spec
+    from agentforge.commands.sft import run_sft
 
     cfg = compose_config(["recipe=debug", "command=sft", "logger.wandb=false", "sft.num_tasks=4", "sft.epochs=3",
                           "sft.batch_size=4", "sft.lr=1e-2", "agent.max_turns=8"], run_dir=str(tmp_path / "sft"))

@@ -14,10 +14,10 @@ from agentforge.agent.render import AgentConfig
 from agentforge.algorithms import make_algorithm
 from agentforge.algorithms.necessity import NECESSARY, REDUNDANT
 from agentforge.envs.base import ENVS, make_env
-from agentforge.envs.pool import LocalEnvPool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv, apply_action
 from agentforge.envs.sokoban_solver import expert_actions
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.learner import samples_from_groups
 from agentforge.rollout.workflow import Episode, EpisodePlan, RolloutContext
 from agentforge.types import Group, Task, Trajectory, Turn
@@ -144,8 +144,8 @@ def test_an_env_that_cannot_replay_is_refused_before_the_first_turn():
 def test_one_training_iteration_logs_the_redundancy_report(tmp_path, tiny_train_config):
     """The whole loop with the discriminator on: rollout hooks, labels, credit, update, eval. (The tiny model wins
     nothing, so there is nothing to label: this checks the wiring, the label tests above check the labels.)"""
+    from agentforge.commands.train import build_trainer
     from agentforge.tracking.tracker import read_metrics
-    from agentforge.training.assembly import build_trainer
 
     build_trainer(tiny_train_config("trajevolve_sokoban", "trainer.warm_start=false", "trainer.group_size=2",
                               "agent.sampling.max_new_tokens=12", "algorithm.discriminator=true",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv
+from agentforge.hosting.pool import EnvPool, LocalEnvPool, RayEnvPool, ensure_ray
 from agentforge.types import Task
 
 OPTIONS = {"dim_room": [6, 6], "num_boxes": 2, "max_steps": 8}

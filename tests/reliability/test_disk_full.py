@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from agentforge.commands.train import build_trainer
 from agentforge.reliability.checkpoint import MARKER, CheckpointError, CheckpointManager
 from agentforge.schema.compose import compose_config
-from agentforge.training.assembly import build_trainer
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from agentforge.envs.base import ENVS
-from agentforge.envs.pool import EnvPool, LocalEnvPool, RayEnvPool
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv
 from agentforge.errors import EnvWorkerError
+from agentforge.hosting.pool import EnvPool, LocalEnvPool, RayEnvPool
 from agentforge.types import Task
 
 pytestmark = pytest.mark.integration

@@ -31,7 +31,7 @@ def test_an_unknown_eval_split_is_refused_with_the_valid_ones(capsys):
 @pytest.mark.parametrize("command", ["train", "eval", "rollout", "sft", "rft"])
 def test_any_hf_model_folder_composes_for_every_command(command):
     """`model=hf model.path=<dir>` (the README's GPU line): hf's required `path: ???` is a key, not an unknown one."""
-    from agentforge.schema.overrides import override_problems
+    from agentforge.commands.overrides import override_problems
 
     problems, cfg = override_problems([f"command={command}", "recipe=gigpo_sokoban", "model=hf",
                                        "model.path=/models/Qwen2.5-7B-Instruct"])

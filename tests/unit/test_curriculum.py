@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.envs.pool import LocalEnvPool
+from agentforge.commands.preflight import preflight
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
 from agentforge.training.curriculum import CurriculumSampler, CurriculumSettings, with_curriculum
-from agentforge.training.preflight import preflight
 from agentforge.types import Task
 
 

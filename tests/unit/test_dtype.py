@@ -191,7 +191,7 @@ def test_resolution_is_idempotent_and_null_follows_a_changed_model(has_bf16):
 
 
 def test_the_run_config_records_the_resolved_dtypes_and_the_machine(tmp_path, has_bf16):
-    from agentforge.builders import prepare_run_dir
+    from agentforge.commands.builders import prepare_run_dir
 
     cfg = compose_config(["recipe=grpo_sokoban"], run_dir=str(tmp_path))
     written = (prepare_run_dir(cfg) / "config.yaml").read_text()

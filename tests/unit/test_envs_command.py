@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import agentforge.envs.command as envs_command
+import agentforge.commands.envs as envs_command
 from agentforge.cli import main
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""GAE over a multi-turn episode's sampled tokens (algorithms/gae.py) and PPO's token advantages (algorithms/ppo.py),
+"""GAE over a multi-turn episode's sampled tokens (objective/gae.py) and PPO's token advantages (algorithms/ppo.py),
 against a per-token loop written from the recursion and against values worked by hand."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from agentforge.algorithms import make_algorithm
-from agentforge.algorithms.gae import TurnTokens, episode_gae, whiten
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.learner.batch import policy_samples
+from agentforge.objective.gae import TurnTokens, episode_gae, whiten
 from agentforge.types import Group, LossRole, Task, Trajectory, Turn
 
 

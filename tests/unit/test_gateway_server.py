@@ -323,9 +323,9 @@ def test_a_reply_without_a_stop_string_is_returned_whole(tiny_tokenizer):
 
 
 def test_urls_bracket_ipv6_hosts_and_serve_refuses_a_guessable_token():
+    from agentforge.commands.serve import given_token
     from agentforge.errors import ConfigError
     from agentforge.gateway.server import http_url
-    from agentforge.serving.command import given_token
 
     assert http_url("::1", 8000) == "http://[::1]:8000" and http_url("127.0.0.1", 80) == "http://127.0.0.1:80"
     assert http_url("[fe80::1]", 1) == "http://[fe80::1]:1"

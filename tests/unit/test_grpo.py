@@ -148,3 +148,33 @@ def test_bad_configs_name_the_problem():
         GRPO(epsilon=0)
     with pytest.raises(ConfigError, match="not an agentforge Algorithm"):
         make_algorithm("agentforge.types:Turn")
+
+
+def test_a_new_group_relative_method_is_one_estimator_registration_and_a_config():
+    """RLOO (leave-one-out baseline) written as a plugin: an estimator in the registry, an Algorithm naming it."""
+    from dataclasses import dataclass
+
+    from agentforge.algorithms import Algorithm
+    from agentforge.objective import ADVANTAGE_ESTIMATORS, Advantages
+
+    @ADVANTAGE_ESTIMATORS.register("test_rloo")
+    def rloo(batch: TurnBatch, options: object) -> Advantages:
+        sums = np.bincount(batch.traj_group, weights=batch.traj_returns, minlength=batch.n_groups)
+        sizes = np.bincount(batch.traj_group, minlength=batch.n_groups)
+        baseline = (sums[batch.traj_group] - batch.traj_returns) / np.maximum(sizes[batch.traj_group] - 1, 1)
+        return Advantages((batch.traj_returns - baseline)[batch.traj_id], {"adv_mean": 0.0})
+
+    @dataclass
+    class RLOOConfig:
+        pass
+
+    class RLOO(Algorithm):
+        name = "test_rloo"
+        estimator = "test_rloo"
+        config_class = RLOOConfig
+
+    adv = RLOO().advantages([make_group([[1.0], [0.0, 0.0], [0.5]])])
+    np.testing.assert_allclose(adv, [1.0 - 0.25, -0.75, -0.75, 0.5 - 0.5])
+    with pytest.raises(AgentforgeError, match="advantage estimator"):
+        type("Bad", (Algorithm,), {"name": "bad", "estimator": "no_such_estimator"})().advantages(
+            [make_group([[1.0], [0.0]])])

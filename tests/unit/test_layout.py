@@ -117,8 +117,8 @@ def test_an_installed_wheel_finds_its_config_and_recipes_without_a_checkout(tmp_
     wheel = next((tmp_path / "wheel").glob("agentforge-*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "site"),
                     str(wheel)], check=True, capture_output=True)
-    code = ("import agentforge, agentforge.schema.compose as c, agentforge.training.assembly, "
-            "agentforge.evaluation.evaluate; "
+    code = ("import agentforge, agentforge.schema.compose as c, agentforge.commands.train, "
+            "agentforge.commands.evaluate; "
             "cfg = c.compose_config(['recipe=tjpo_sokoban']); "
             "print(agentforge.__file__, cfg.algorithm.name, cfg.trainer.group_size)")
     env = {"PYTHONPATH": f"{tmp_path / 'site'}:{sysconfig.get_paths()['purelib']}", "PATH": "/usr/bin:/bin"}

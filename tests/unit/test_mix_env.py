@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from agentforge.algorithms import GRPO, GiGPO, TurnBatch
+from agentforge.commands.config_check import config_problems
+from agentforge.commands.preflight import check_env
 from agentforge.envs.mix import MixEnv
 from agentforge.envs.task_keys import reserve_held_out
 from agentforge.errors import ConfigError
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.rollout.workflow import RolloutStats
 from agentforge.schema.compose import compose_config
-from agentforge.schema.config_check import config_problems
 from agentforge.tasks import SPLIT_SEED_BASE, MixedTaskSampler, task_sampler
-from agentforge.training.preflight import check_env
 from agentforge.types import Group, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -136,7 +136,7 @@ def test_rollout_metrics_are_reported_per_env():
 
 
 def test_the_mix_recipe_composes_with_each_members_template():
-    from agentforge.builders import build_templates
+    from agentforge.commands.builders import build_templates
 
     cfg = compose_config(["recipe=grpo_mix", "command=train"])
     assert config_problems(cfg) == []

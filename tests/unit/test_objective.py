@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from agentforge.learner.objective import ClipParams, Normalizer, ObjectiveSpec, kl_estimate, policy_objective
-from agentforge.learner.objective.kl import canonical_estimator, k3
+from agentforge.objective import ClipParams, Normalizer, ObjectiveSpec, kl_estimate, policy_objective
+from agentforge.objective.kl import canonical_estimator, k3
 
 pytestmark = pytest.mark.unit
 

@@ -50,7 +50,7 @@ def doc_commands() -> list[tuple[str, list[str]]]:
 
 def check(args: list[str]) -> tuple[str, list[str]]:
     """('ok' | a reason, the problems found) for one README line."""
-    from agentforge.schema.overrides import override_problems
+    from agentforge.commands.overrides import override_problems
 
     command, rest = args[0], args[1:]
     if command in HYDRA_COMMANDS:

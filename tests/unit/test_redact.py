@@ -33,7 +33,7 @@ def test_redact_keeps_the_input_and_leaves_other_values(tmp_path):
 
 
 def test_a_run_dir_holds_no_secret(tmp_path):
-    from agentforge.builders import prepare_run_dir
+    from agentforge.commands.builders import prepare_run_dir
 
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)

@@ -8,13 +8,13 @@ import threading
 import pytest
 import torch
 
+from agentforge.commands.config_check import config_problems
 from agentforge.engines.replicas.engine import replica_resources
 from agentforge.engines.replicas.options import ReplicaOptions, check_replica_config
 from agentforge.engines.replicas.router import Router
 from agentforge.engines.replicas.weight_group import WeightGroupMember, free_port, plan_buckets
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.schema.compose import compose_config
-from agentforge.schema.config_check import config_problems
 
 
 def test_an_episode_stays_on_its_replica_and_new_episodes_go_to_the_least_loaded():

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentforge.builders import build_rewards
+from agentforge.commands.builders import build_rewards
+from agentforge.commands.overrides import override_problems
 from agentforge.rewards import REWARD_STAGES, RewardPipeline
 from agentforge.schema.compose import compose_config
 from agentforge.schema.groups import KLRewardSchema, RewardSchema
-from agentforge.schema.overrides import override_problems
 from agentforge.types import Task, Trajectory, Turn
 
 
@@ -51,7 +51,7 @@ def test_a_moved_key_is_refused_naming_where_it_went(override, new):
 
 
 def test_every_command_plays_with_the_same_stages_and_kl_keeps_the_reference():
-    from agentforge.training.config import learner_config_for_run
+    from agentforge.commands.train_checks import learner_config_for_run
 
     for command in ("train", "eval", "rollout", "rft"):
         cfg = compose_config([f"command={command}", "recipe=debug", "reward.invalid_penalty=0.3"])

@@ -125,8 +125,8 @@ def test_algorithm_state_holds_arrays_and_tensors_and_refuses_code(tmp_path):
 
 
 def test_resume_takes_only_run_dirs_this_user_owns_and_agentforge_wrote(tmp_path, monkeypatch):
+    from agentforge.commands.train_checks import foreign_run, resolve_resume_dir
     from agentforge.schema.compose import compose_config
-    from agentforge.training.config import foreign_run, resolve_resume_dir
 
     run = tmp_path / "runs" / "earlier"
     (run / "checkpoints" / "iter_000001").mkdir(parents=True)

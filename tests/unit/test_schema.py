@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import open_dict
 
+from agentforge.commands.config_check import check_config, config_problems
+from agentforge.commands.config_docs import group_options, group_rows, sync_docs
+from agentforge.commands.overrides import override_problems
 from agentforge.envs import ENVS
 from agentforge.envs.sokoban import SokobanEnv
 from agentforge.errors import ConfigError, ConfigProblems
 from agentforge.schema.compose import available_recipes, compose_config
-from agentforge.schema.config_check import check_config, config_problems
-from agentforge.schema.docs import group_options, group_rows, sync_docs
 from agentforge.schema.options import default_text, options
-from agentforge.schema.overrides import override_problems
 from agentforge.schema.registry import algorithm_schema, env_schema
 
 pytestmark = pytest.mark.unit
@@ -69,7 +69,7 @@ def test_composing_a_config_leaves_no_folder_behind(tmp_path, monkeypatch):
     """compose_config() names a fresh run folder without creating it: whatever writes the run creates it."""
     import tempfile
 
-    from agentforge.builders import prepare_run_dir
+    from agentforge.commands.builders import prepare_run_dir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     first, second = compose_config(["recipe=debug"]), compose_config(["recipe=debug"])

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from agentforge.envs.latency import LatencyEnv, StepLatency
-from agentforge.envs.pool import LocalEnvPool
 from agentforge.errors import ConfigError
+from agentforge.hosting.latency import LatencyEnv, StepLatency
+from agentforge.hosting.pool import LocalEnvPool
 from agentforge.types import Task
 
 pytestmark = pytest.mark.unit

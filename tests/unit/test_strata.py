@@ -322,8 +322,8 @@ def test_a_missing_embedding_package_is_named(monkeypatch):
 
 
 def test_group_size_must_be_n_times_m_before_start():
+    from agentforge.commands.config_check import check_config
     from agentforge.schema.compose import compose_config
-    from agentforge.schema.config_check import check_config
 
     cfg = compose_config(["recipe=strata_sokoban", "command=train", "trainer.group_size=6"])
     with pytest.raises(ConfigError, match=r"2 × 2 = 4 rollouts per task, but trainer.group_size=6; set "
@@ -336,8 +336,8 @@ def test_group_size_must_be_n_times_m_before_start():
 
 @pytest.mark.parametrize("recipe", ["strata_sokoban", "strata_alfworld", "strata_webshop", "strata_scienceworld"])
 def test_recipes_compose_and_validate(recipe):
+    from agentforge.commands.config_check import check_config
     from agentforge.schema.compose import compose_config
-    from agentforge.schema.config_check import check_config
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
     check_config(cfg)

@@ -286,7 +286,7 @@ def test_think_token_count_on_real_token_ids(tiny_tokenizer):
 
 # ---------------------------------------------------------------------------------------------- trainer and metrics
 def test_warm_start_modes():
-    from agentforge.training.config import warm_start_modes
+    from agentforge.commands.train_checks import warm_start_modes
 
     assert warm_start_modes(False) == [] and warm_start_modes(True) == ["expert"]
     assert warm_start_modes("rft") == ["rft"] and warm_start_modes(["expert", "rft"]) == ["expert", "rft"]

@@ -385,9 +385,9 @@ def test_bad_tjpo_options_are_rejected(options, message):
     ("tjpo_sokoban", "direction_transition", "pairwise"),
 ])
 def test_tjpo_recipes_compose_with_lambda_03(recipe, descriptor, functional):
+    from agentforge.commands.config_check import check_config
+    from agentforge.commands.train import eval_descriptor_names
     from agentforge.schema.compose import compose_config
-    from agentforge.schema.config_check import check_config
-    from agentforge.training.assembly import eval_descriptor_names
 
     cfg = compose_config([f"recipe={recipe}", "command=train"])
     check_config(cfg)

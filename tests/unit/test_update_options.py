@@ -11,10 +11,11 @@ import pytest
 from agentforge.errors import ConfigError
 from agentforge.learner import LearnerConfig, TurnSample
 from agentforge.learner.driver import combine_steps, mini_batches
-from agentforge.learner.objective import CorrectionSpec, mismatch_metrics, rollout_correction
+from agentforge.objective import CorrectionSpec, mismatch_metrics, rollout_correction
+from agentforge.objective.dynamic_sampling import DynamicSampling, has_signal
 from agentforge.rewards.kl import KLInReward
 from agentforge.rollout.workflow import RolloutResult, RolloutStats
-from agentforge.training.dynamic_sampling import DynamicSampling, has_signal, play_with_signal
+from agentforge.training.sampling_rounds import play_with_signal
 from agentforge.types import Group, Task, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -248,7 +249,7 @@ def test_policy_loss_defaults_fill_the_clip_and_aggregation():
 
 
 def test_gspo_on_engine_logprobs_is_warned_about(caplog):
-    from agentforge.training.assembly import warn_about_the_objective
+    from agentforge.commands.train import warn_about_the_objective
 
     with caplog.at_level("WARNING", logger="agentforge.training.trainer"):
         warn_about_the_objective(LearnerConfig.from_mapping({"loss": {"policy_loss": "gspo"}}))

@@ -92,6 +92,9 @@ def _constructor_params(spec: Any) -> list[str]:
 class GymEnv:
     """A Gymnasium env with a discrete action space, one named action per turn."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.adapters.gym:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         "id": "the Gymnasium id (toy-text: FrozenLake-v1, FrozenLake8x8-v1, CliffWalking-v1, Taxi-v4, Blackjack-v1)",
         "kwargs": "keyword arguments for gymnasium.make (e.g. {is_slippery: false, map_name: 4x4})",

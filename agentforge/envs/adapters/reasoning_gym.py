@@ -78,6 +78,9 @@ def entry_for(task: str, seed: int, config: dict[str, Any]) -> tuple[Any, dict[s
 class ReasoningGymEnv:
     """One reasoning-gym question per episode, scored by the task's own verifier."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.adapters.reasoning_gym:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         "task": "the reasoning-gym dataset name (basic_arithmetic, chain_sum, leg_counting, spell_backward ...)",
         "difficulty": "the curriculum level set on every attribute (0: easiest; null: the dataset's defaults)",

@@ -79,6 +79,9 @@ class _Episode:
 class AlfWorldEnv:
     """Solve a household task in a text world. Deterministic given the game (task seed) and the actions."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.alfworld.expert:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         'data_source': 'bundled (generated games shipped with agentforge) | a folder of games | $ALFWORLD_DATA layout',
         'max_steps': "env steps before the episode ends unpaid (the papers' limit)",

@@ -64,6 +64,9 @@ def _normalise(action: str) -> str:
 class ScienceWorldEnv:
     """Solve a ScienceWorld task (boil water, find an animal, test conductivity, ...) by typing actions."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.scienceworld.expert:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         'task_names': 'tasks to sample from (null: all 30, paper order)',
         'simplifications': "the package's simplification string: easy = teleport, open doors, ...; '' = none",

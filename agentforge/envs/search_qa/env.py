@@ -47,6 +47,9 @@ def question_key(question: str) -> str:
 class SearchQAEnv:
     """Answer the question; search the corpus first. Deterministic given the task and the actions."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.search_qa.expert:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         'data_dir': 'corpus and questions folder (null: the bundled set)',
         'top_k': 'passages per search',

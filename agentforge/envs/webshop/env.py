@@ -75,6 +75,9 @@ def goal_key(goal: Goal) -> str:
 class WebShopEnv:
     """Buy the product the instruction asks for. Deterministic given the task and the actions."""
 
+    # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
+    expert: ClassVar[str] = "agentforge.envs.webshop.expert:expert_actions"
+
     option_help: ClassVar[dict[str, str]] = {
         'data_dir': 'the catalog folder (null: the generated one shipped; real WebShop files when given)',
         'max_steps': 'env steps before the episode ends unpaid',

@@ -69,6 +69,10 @@ def check_warm_start(cfg: DictConfig) -> None:
         raise ConfigError("an external agent's expert warm start (trainer.warm_start=expert, agentforge sft) plays "
                           "the agent with an expert answering its model calls: set env.expert=package.module:callable "
                           "(e.g. agentforge.gateway.examples.search_tools:expert), or trainer.warm_start=false")
+    if expert_sft and cfg.env.name not in ("agent", "mix"):
+        from agentforge.envs.base import expert_for
+
+        expert_for(str(cfg.env.name))  # the env has its own expert, or the error names the ones that do
 
 
 WARM_STARTS = ("expert", "rft")
@@ -190,7 +194,7 @@ def optimizer_steps_per_iteration(cfg: DictConfig, learner: LearnerConfig) -> in
 
 def check_dynamic_sampling(cfg: DictConfig) -> None:
     """The retry budget (the schema has its type; here the message says why it must be there)."""
-    from agentforge.training.dynamic_sampling import METRICS
+    from agentforge.objective.dynamic_sampling import METRICS
 
     section = cfg.trainer.get("dynamic_sampling")
     if section is None or not section.get("enabled", False):

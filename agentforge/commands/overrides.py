@@ -75,8 +75,8 @@ def _exists(cfg: DictConfig, dotted: str) -> tuple[bool, str, str, list[str]]:
 def override_problems(overrides: Sequence[str]) -> tuple[list[str], DictConfig | None]:
     """Every problem of a command line's overrides (unknown keys, values the schema refuses, the multi-key checks),
     and the composed config when it could be composed."""
+    from agentforge.commands.config_check import config_problems
     from agentforge.schema.compose import register_recipes, registered_recipes
-    from agentforge.schema.config_check import config_problems
 
     register_recipes()  # the built-in recipes and the schema defaults (a recipe file's own stays registered)
     overrides = _first_values(overrides)

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from agentforge.builders import (
+from agentforge.commands.builders import (
+    build_expert_play,
     build_held_out,
     build_model_spec,
     build_rollout_stack,
@@ -28,9 +29,18 @@ from agentforge.builders import (
     prepare_run_dir,
     without_name,
 )
-from agentforge.envs.pool import ensure_ray
-from agentforge.learner import Learner
+from agentforge.commands.preflight import preflight
+from agentforge.commands.train_checks import (
+    learner_config_for_run,
+    max_staleness,
+    optimizer_steps_per_iteration,
+    resolve_resume_dir,
+    warm_start_modes,
+)
+from agentforge.hosting.pool import ensure_ray
+from agentforge.learner import Learner, LearnerConfig
 from agentforge.learner.memory import check_memory_fit
+from agentforge.objective.dynamic_sampling import DynamicSampling
 from agentforge.reliability.checkpoint import CheckpointManager
 from agentforge.reliability.reaper import start_reaper
 from agentforge.schema.groups import RFTSchema, SFTSchema, TrainerSchema
@@ -39,23 +49,13 @@ from agentforge.tasks import task_sampler
 from agentforge.tasks.held_out import earlier_training
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
-from agentforge.training.config import (
-    learner_config_for_run,
-    max_staleness,
-    optimizer_steps_per_iteration,
-    resolve_resume_dir,
-    warm_start_modes,
-)
 from agentforge.training.curriculum import with_curriculum
-from agentforge.training.dynamic_sampling import DynamicSampling
 from agentforge.training.parts import Floor, TrainerParts, TrainerSettings
-from agentforge.training.preflight import preflight
 from agentforge.training.rft import check_rft_config
-from agentforge.training.sft import ExpertPlay
 from agentforge.training.trainer import Trainer
 from agentforge.training.warm_start import WarmStart, step_budget
 
-log = logging.getLogger("agentforge.training.assembly")
+log = logging.getLogger("agentforge.commands.train")
 
 
 def run_train(cfg: DictConfig) -> dict[str, Any]:
@@ -63,10 +63,12 @@ def run_train(cfg: DictConfig) -> dict[str, Any]:
     return build_trainer(cfg).fit()
 
 
-def build_trainer(cfg: DictConfig) -> Trainer:
+def build_trainer(cfg: DictConfig, checked: bool = False) -> Trainer:
     """A `Trainer` for a composed `command=train` config (what `agentforge train` runs; the entry for API users):
-    the cheap checks first, then the model, the engine, Ray and the env pool, the learner, the task samplers."""
-    preflight(cfg)  # config, env options and data files, before the model, the engine and Ray start
+    the cheap checks first (unless the caller ran them: `checked`, as the CLI does for every command), then the
+    model, the engine, Ray and the env pool, the learner, the task samplers."""
+    if not checked:
+        preflight(cfg)  # config, env options and data files, before the model, the engine and Ray start
     resume_dir = resolve_resume_dir(cfg)
     run_dir = resume_dir if resume_dir is not None else prepare_run_dir(cfg)
     spec = build_model_spec(cfg)
@@ -74,7 +76,8 @@ def build_trainer(cfg: DictConfig) -> Trainer:
     sft, rft = typed(SFTSchema, plain(cfg.sft)), typed(RFTSchema, plain(cfg.rft))
     if "rft" in modes:
         check_rft_config(rft)
-    learner_cfg = learner_config_for_run(cfg, schedule_steps(cfg, step_budget(modes, sft, rft)))
+    learner_cfg = learner_config_for_run(cfg)  # the learner section read once, then its schedule's length set
+    learner_cfg = replace(learner_cfg, total_steps=schedule_steps(cfg, learner_cfg, step_budget(modes, sft, rft)))
     learner_cfg.validate_for_model(spec.path)
     dynamic_sampling = DynamicSampling.from_config(cfg.trainer.get("dynamic_sampling"))
     check_memory_fit(spec.path, learner_cfg)
@@ -125,7 +128,7 @@ def build_trainer(cfg: DictConfig) -> Trainer:
             held_out=held_out, streams=streams, earlier_trained=earlier_training(cfg.model.get("init_from")),
             closers=(keyer.close,),
             checkpoints=checkpoints, tracker=tracker, dynamic_sampling=dynamic_sampling,
-            warm_start=WarmStart(modes, sft, rft, replace(ExpertPlay.from_config(cfg), streams=streams),
+            warm_start=WarmStart(modes, sft, rft, replace(build_expert_play(cfg), streams=streams),
                                  settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
         )
@@ -145,10 +148,9 @@ def trainer_settings(cfg: DictConfig, title: str) -> TrainerSettings:
         push_from_learner_ranks=engine.get("weight_sync") == "process_group")
 
 
-def schedule_steps(cfg: DictConfig, warm_start_steps: int) -> int:
+def schedule_steps(cfg: DictConfig, learner: LearnerConfig, warm_start_steps: int) -> int:
     """The LR schedule's length: the run's optimizer steps, RL (an upper bound per iteration) and warm starts."""
-    per_iteration = optimizer_steps_per_iteration(cfg, learner_config_for_run(cfg))
-    return int(cfg.trainer.iterations) * per_iteration + warm_start_steps
+    return int(cfg.trainer.iterations) * optimizer_steps_per_iteration(cfg, learner) + warm_start_steps
 
 
 def random_floor_player(cfg: DictConfig, settings: TrainerSettings) -> Floor | None:

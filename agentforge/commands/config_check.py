@@ -8,7 +8,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+import agentforge.launch.options  # noqa: F401  (registers the `launch` section's schema)
 from agentforge.errors import ConfigError, ConfigProblems
+from agentforge.learner.config import LearnerConfig
 from agentforge.schema.check import check_section, check_value, suggestion
 from agentforge.schema.groups import TopLevelSchema
 from agentforge.schema.options import options
@@ -74,18 +76,15 @@ CrossCheck = Callable[[DictConfig], None]
 
 def cross_checks(cfg: DictConfig) -> list[CrossCheck]:
     """The multi-key checks of this command, each raising ConfigError for what it finds."""
+    from agentforge.commands.train_checks import TRAIN_CHECKS
     from agentforge.engines.replicas.options import check_replica_config
-    from agentforge.training.config import TRAIN_CHECKS
 
-    checks: list[CrossCheck] = [check_learner, check_algorithm, check_replica_config]
-    if str(cfg.get("command")) == "train":
-        checks += TRAIN_CHECKS
-    return checks
+    if str(cfg.get("command")) == "train":  # the learner as the run builds it (check_run_learner), checked once
+        return [check_algorithm, check_replica_config, *TRAIN_CHECKS]
+    return [check_learner, check_algorithm, check_replica_config]
 
 
 def check_learner(cfg: DictConfig) -> None:
-    from agentforge.learner.config import LearnerConfig
-
     problems = LearnerConfig.from_mapping(OmegaConf.to_container(cfg.learner, resolve=True))._cross_field_problems()
     if problems:
         raise ConfigProblems(problems)

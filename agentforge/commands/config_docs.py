@@ -7,12 +7,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import agentforge.launch.options  # noqa: F401  (registers the `launch` section's schema)
+import agentforge.learner.config  # noqa: F401  (registers the `learner` section's schema)
 from agentforge.schema.options import default_text, options
 from agentforge.schema.registry import (
     ENGINE_SCHEMAS,
     SECTIONS,
     algorithm_schema,
     env_schema,
+    group_options,
     launch_schema,
     learner_schema,
 )
@@ -61,23 +64,6 @@ def rows(schema: Any, prefix: str) -> list[Row]:
         choices = f" ({' | '.join('null' if c is None else str(c) for c in option.choices)})" if option.choices else ""
         out.append(Row(key, option.type_name, default_text(option.default), f"{option.help}{choices}".strip()))
     return out
-
-
-def group_options(group: str, builtin_only: bool = False) -> list[str]:
-    """The options of a group whose keys depend on the option chosen (engine, env, algorithm); `builtin_only`
-    leaves out plugins registered in this process (the generated docs list agentforge's own)."""
-    if group == "engine":
-        return list(ENGINE_SCHEMAS)
-    if group == "env":
-        from agentforge.envs import ENVS
-
-        return ENVS.builtin_names() if builtin_only else ENVS.names()
-    if group == "algorithm":
-        import agentforge.algorithms  # noqa: F401
-        from agentforge.algorithms.base import ALGORITHMS
-
-        return ALGORITHMS.builtin_names() if builtin_only else ALGORITHMS.names()
-    return []
 
 
 def group_rows(group: str, option: str | None = None, builtin_only: bool = False) -> list[Row]:
@@ -135,8 +121,9 @@ SECTION_ROUTES = (
     "## Where each section goes",
     "",
     "A command reads the composed config once, in its own layer (`agentforge train`: "
-    "`agentforge/training/assembly.py`, `build_trainer`; `agentforge eval`: `agentforge/evaluation/evaluate.py`, "
-    "`build_evaluator`; both with the builders of `agentforge/builders.py`), checks it, and hands each part of the "
+    "`agentforge/commands/train.py`, `build_trainer`; `agentforge eval`: `agentforge/commands/evaluate.py`, "
+    "`build_evaluator`; both with the builders of `agentforge/commands/builders.py`), checks it, and hands each "
+    "part of the "
     "run only its own section, typed: the training loop, the evaluator, the engine, the env pool, the learner and "
     "the warm starts never see the composed config. From Python: "
     "`build_trainer(compose_config([\"command=train\", \"recipe=...\"], run_dir=\"runs/mine\")).fit()`.",
@@ -146,13 +133,13 @@ SECTION_ROUTES = (
     "| `model` | `models/loading.py` (`resolve_model`) | a `ModelSpec` (path, dtype, name) |",
     "| `engine` | `engines/` (`make_engine`; `engines/replicas/` for `engine.replicas`) | the engine's own options, "
     "`kv_cache_space_gb: auto` and `logprobs_mode: auto` resolved from the run |",
-    "| `env`, `env_pool` | `envs/pool.py` (`make_pool`), `tasks/` (the task samplers, the held-out sets), "
+    "| `env`, `env_pool` | `hosting/pool.py` (`make_pool`), `tasks/` (the task samplers, the held-out sets), "
     "`agent/prompts.py` (the "
     "template) | the env's name and options; the pool's keywords |",
     "| `agent` | `rollout/workflow.py` (`RolloutContext`) | an `AgentConfig` with its `SamplingConfig` |",
     "| `algorithm` | `algorithms/` (`make_algorithm`) | the algorithm's config class |",
     "| `learner` | `learner/` (`Learner`) | a `LearnerConfig` (the sampling temperature, Dr. GRPO's L and the LR "
-    "schedule's length filled in: `training/config.py`) |",
+    "schedule's length filled in: `commands/train_checks.py`) |",
     "| `trainer` | `training/trainer.py` (`Trainer`) | `TrainerSettings`: the section as `TrainerSchema`, the run's "
     "seed and title, the staleness bound; its `dynamic_sampling` and `curriculum` become parts (`DynamicSampling`, "
     "the curriculum sampler) |",
@@ -162,7 +149,7 @@ SECTION_ROUTES = (
     "`config.yaml` and wandb as the run's record) |",
     "| `eval` | `evaluation/evaluator.py` (`Evaluator`, built by `build_evaluator`) | `EvalSettings`, with the model "
     "spec, the held-out tasks, the engine, the pool and the eval workflow built from the sections above |",
-    "| `rollout` | `evaluation/rollout_command.py` (`agentforge rollout`: the command is its own layer) | its values |",
+    "| `rollout` | `commands/rollout.py` (`agentforge rollout`: the command is its own layer) | its values |",
     "| `held_out` | `builders.py` (`build_held_out`, `build_training_streams`) for train, sft, rft and eval | the "
     "reserve: `envs/task_keys.py` keys the tasks, `held_out.py` builds the test and eval sets and the filter every "
     "training stream draws through |",

@@ -19,8 +19,8 @@ Faults (docs/reliability.md), each counted in `fault_counts()` and logged per it
 - an env that raises in `step` is rebuilt (fresh env, episode replayed) and the step retried `step_retries` times;
   if it raises every time, the error is re-raised with a note naming the env, the slot, the task and the action.
 
-Where: the interface, the slots' logs and the in-process pool in `envs/pool_base.py`, the Ray pool and its recovery
-in `envs/ray_pool.py`; this module is their face (import the pools from here) and `make_pool`.
+Where: the interface, the slots' logs and the in-process pool in `hosting/pool_base.py`, the Ray pool and its recovery
+in `hosting/ray_pool.py`; this module is their face (import the pools from here) and `make_pool`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentforge.cluster.ray_runtime import ensure_ray  # re-exported: callers import it from here
-from agentforge.envs.host import EnvHost
-from agentforge.envs.pool_base import (
+from agentforge.errors import ConfigError
+from agentforge.hosting.host import EnvHost
+from agentforge.hosting.pool_base import (
     DEFAULT_STEP_RETRIES,
     DEFAULT_STEP_TIMEOUT_S,
     FAULT_COUNTS,
@@ -40,8 +41,7 @@ from agentforge.envs.pool_base import (
     LocalEnvPool,
     resolve_env,
 )
-from agentforge.envs.ray_pool import EnvCallTimeout, RayEnvPool
-from agentforge.errors import ConfigError
+from agentforge.hosting.ray_pool import EnvCallTimeout, RayEnvPool
 
 __all__ = ["DEFAULT_STEP_RETRIES", "DEFAULT_STEP_TIMEOUT_S", "FAULT_COUNTS", "EnvCallTimeout", "EnvHost", "EnvPool",
            "LocalEnvPool", "RayEnvPool", "ensure_ray", "make_pool", "resolve_env"]

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig
 
-from agentforge.builders import (
+from agentforge.commands.builders import (
     build_held_out,
     build_model_spec,
     build_rollout_stack,
@@ -107,7 +107,7 @@ def eval_tasks(cfg: DictConfig, settings: EvalSettings) -> tuple[Any, list[Any]]
     try:
         if settings.split != "train":
             return held_out, held_out.tasks(settings.split, int(settings.num_tasks))
-        from agentforge.builders import build_training_streams
+        from agentforge.commands.builders import build_training_streams
         from agentforge.tasks import task_sampler
 
         console.print("[yellow]eval.split=train: training tasks, not held-out ones (a replay, not a measurement)")

@@ -31,18 +31,20 @@ def command_splits(cfg: DictConfig) -> list[str]:
 def check_env(name: str, options: dict[str, Any], splits: list[str]) -> None:
     """The env exists, accepts these options, and (when it says how) has data for `splits`."""
     from agentforge.envs.base import check_env_class
-    from agentforge.envs.pool import resolve_env
+    from agentforge.hosting.pool import resolve_env
 
     check_env_class(resolve_env(name), f"env {name!r}", options, splits)
 
 
-def preflight(cfg: DictConfig) -> None:
+def preflight(cfg: DictConfig, config_checked: bool = False) -> None:
     """All the cheap checks for a composed config: every config problem at once (the schema, then the multi-key
-    checks), then the env's data for the splits the command plays."""
-    from agentforge.builders import plain, without_name
-    from agentforge.schema.config_check import check_config
+    checks; skipped when the caller has just run them: `config_checked`), then the env's data for the splits the
+    command plays."""
+    from agentforge.commands.builders import plain, without_name
+    from agentforge.commands.config_check import check_config
 
-    check_config(cfg)
+    if not config_checked:
+        check_config(cfg)
     check_env(str(cfg.env.name), without_name(cfg.env), command_splits(cfg))
     if str(cfg.get("command", "")) == "train" and cfg.get("trainer") is not None:
         from agentforge.training.curriculum import check_curriculum

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,10 @@ from agentforge.agent.render import AgentConfig
 from agentforge.engines import make_engine
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
-from agentforge.envs.pool import EnvPool, make_pool
 from agentforge.errors import ConfigError
+from agentforge.hosting.pool import EnvPool, make_pool
 from agentforge.models.loading import ModelSpec, resolve_model
+from agentforge.rollout.stack import RolloutStack
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.tasks import mix_weights
 from agentforge.types import SamplingConfig
@@ -31,7 +32,7 @@ def close_quietly(close: Any) -> None:
     try:
         close()
     except Exception as error:
-        logging.getLogger("agentforge.builders").warning("error while closing after a failed start: %s", error)
+        logging.getLogger("agentforge.commands.builders").warning("error while closing after a failed start: %s", error)
 
 
 def plain(node: Any) -> Any:
@@ -146,6 +147,15 @@ def build_pool(cfg: DictConfig) -> EnvPool:
     return make_pool(kind, cfg.env.name, without_name(cfg.env), **pool_cfg)
 
 
+def build_expert_play(cfg: DictConfig) -> Any:
+    """What expert data are played in (`training.sft.ExpertPlay`), from the run's env, agent and engine."""
+    from agentforge.training.sft import ExpertPlay
+
+    max_len = cfg.engine.get("max_model_len")  # vLLM's key; the HF engine has no bound
+    return ExpertPlay(str(cfg.env.name), without_name(cfg.env), build_agent_config(cfg),
+                      int(max_len) if max_len is not None else ExpertPlay.max_model_len)
+
+
 def build_agent_config(cfg: DictConfig) -> AgentConfig:
     agent = plain(cfg.agent)
     sampling = SamplingConfig(**agent.pop("sampling"))
@@ -222,43 +232,6 @@ def build_training_streams(cfg: DictConfig, held_out: Any, keyer: Any) -> Any:
     from agentforge.tasks.held_out import TrainingFilter, TrainingStreams
 
     return TrainingStreams(int(cfg.seed), TrainingFilter(keyer.key, digest, held_out.reserved()))
-
-
-@dataclass
-class RolloutStack:
-    """What every command plays with: the engine, the env pool, the rollout context and the algorithm's workflow for
-    each purpose. `close()` closes all of it, each part once, workflows first (a gateway's HTTP server and batcher,
-    for env=agent), then the pool, then the engine; a part that fails to close does not keep the others open."""
-
-    engine: RolloutEngine
-    pool: EnvPool
-    ctx: RolloutContext
-    algorithm: Any
-    workflows: dict[str, Any] = field(default_factory=dict)
-    closed: bool = False
-
-    def workflow(self, purpose: str) -> Any:
-        return self.workflows[purpose]
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        closers = [w.close for w in self.workflows.values() if hasattr(w, "close")]
-        errors: list[Exception] = []
-        for close in (*closers, self.pool.close, self.engine.close):
-            try:
-                close()
-            except Exception as error:  # the others still close; the first error is raised after
-                errors.append(error)
-        if errors:
-            raise errors[0]
-
-    def __enter__(self) -> RolloutStack:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def build_rollout_stack(cfg: DictConfig, spec: ModelSpec, purposes: Sequence[str],

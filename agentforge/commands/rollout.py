@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from omegaconf import DictConfig
 from rich.table import Table
 
-from agentforge.builders import build_model_spec, build_rollout_stack, prepare_run_dir, without_name
+from agentforge.commands.builders import build_model_spec, build_rollout_stack, prepare_run_dir, without_name
 from agentforge.evaluation.summary import view_hint
 from agentforge.rollout.metrics import rollout_summary
 from agentforge.tasks import task_sampler
 from agentforge.tracking.progress import console, rollout_progress
-from agentforge.types import Group
-
-
-def write_trajectories(path: Path, groups: list[Group], with_tokens: bool) -> None:
-    with path.open("w") as f:
-        for group in groups:
-            for trajectory in group.trajectories:
-                f.write(json.dumps(trajectory.to_json(with_tokens)) + "\n")
+from agentforge.tracking.trajectories import write_trajectories
 
 
 def summary_table(title: str, summary: dict[str, float]) -> Table:

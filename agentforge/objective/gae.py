@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from agentforge.errors import AgentforgeError
+from agentforge.types import Group, Span, Turn
 
 
 @dataclass
@@ -69,3 +73,53 @@ def whiten(arrays: Sequence[np.ndarray], eps: float = 1e-8) -> list[np.ndarray]:
         return [np.asarray(a, np.float32) for a in arrays]
     mean, std = flat.mean(), flat.std()
     return [((np.asarray(a, np.float64) - mean) / (std + eps)).astype(np.float32) for a in arrays]
+
+
+@dataclass
+class SampleGAE:
+    """Per sample (aligned with the samples given), over its loss tokens only: advantages (whitened when asked) and
+    returns (never whitened: the critic's targets)."""
+
+    advantages: list[np.ndarray]
+    returns: list[np.ndarray]
+
+
+def batch_gae(samples: Sequence[Any], owners: Sequence[Turn | Span], groups: Sequence[Group],
+              values: Sequence[np.ndarray], gamma: float, lam: float, normalize: bool) -> SampleGAE:
+    """GAE over every episode of `groups`, one chain per trajectory through its sampled turns. `samples[i]` (with
+    `loss_mask` and `prompt_len`) was made from `owners[i]`, a turn of `groups`; `values[i]` is the critic's value
+    per response token. A turn without a sample (nothing trained in it) passes its reward, discounted, to the
+    previous sampled token."""
+    by_owner = {id(o): i for i, o in enumerate(owners)}
+    if any(isinstance(o, Span) for o in owners):
+        raise AgentforgeError("ppo trains env turns only; a workflow that adds trained spans needs its own "
+                              "advantage for them")
+    advantages: list[np.ndarray | None] = [None] * len(samples)
+    returns: list[np.ndarray | None] = [None] * len(samples)
+    for group in groups:
+        for trajectory in group.trajectories:
+            chain: list[int] = []
+            tokens: list[TurnTokens] = []
+            trailing, lag = 0.0, 1.0  # reward of turns without a sample, discounted to the last sampled token
+            for turn in trajectory.turns:
+                i = by_owner.get(id(turn))
+                if i is None:
+                    lag *= gamma
+                    trailing += lag * float(turn.reward)
+                    continue
+                if tokens and trailing:
+                    tokens[-1].reward += trailing
+                trailing, lag = 0.0, 1.0
+                s = samples[i]
+                chain.append(i)
+                tokens.append(TurnTokens(values=np.asarray(values[i])[s.loss_mask[s.prompt_len:]],
+                                         reward=float(turn.reward)))
+            episode_adv, episode_ret = episode_gae(tokens, gamma, lam, trailing if tokens else 0.0)
+            for i, adv, ret in zip(chain, episode_adv, episode_ret, strict=True):
+                advantages[i], returns[i] = adv, ret
+    missing = sum(a is None for a in advantages)
+    if missing:
+        raise AgentforgeError(f"{missing} sample(s) belong to no episode of the batch; ppo needs every trained turn "
+                              "inside its trajectory")
+    done = [a for a in advantages if a is not None]
+    return SampleGAE(whiten(done) if normalize else done, [r for r in returns if r is not None])

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from agentforge.learner.objective.aggregate import Normalizer, aggregate, token_weights
-from agentforge.learner.objective.kl import k3, kl_estimate
-from agentforge.learner.objective.policy import POLICY_AGGREGATION, POLICY_LOSSES, ClipParams
+from agentforge.objective.aggregate import Normalizer, aggregate, token_weights
+from agentforge.objective.kl import k3, kl_estimate
+from agentforge.objective.policy_loss import POLICY_AGGREGATION, POLICY_LOSSES, ClipParams
 
 
 @dataclass(frozen=True)

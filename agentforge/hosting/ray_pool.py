@@ -1,5 +1,5 @@
 """`RayEnvPool`: envs in Ray actors, one batched call per worker, and the recovery that makes a dead or hung worker
-invisible to the run (replace it, replay its episodes, retry the call; `envs/pool.py` tells the whole story)."""
+invisible to the run (replace it, replay its episodes, retry the call; `hosting/pool.py` tells the whole story)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentforge.cluster.ray_runtime import ensure_ray
 from agentforge.envs.base import is_replayable
-from agentforge.envs.host import EnvHost, _Failure
-from agentforge.envs.pool_base import (
+from agentforge.envs.replay import ReplayResult
+from agentforge.errors import ConfigError, EnvWorkerError
+from agentforge.hosting.host import EnvHost, _Failure
+from agentforge.hosting.pool_base import (
     DEFAULT_STEP_RETRIES,
     DEFAULT_STEP_TIMEOUT_S,
     PROBE_GROUP,
@@ -20,8 +22,6 @@ from agentforge.envs.pool_base import (
     EnvPool,
     logger,
 )
-from agentforge.envs.replay import ReplayResult
-from agentforge.errors import ConfigError, EnvWorkerError
 from agentforge.reliability.faultpoints import fault_point
 from agentforge.types import Observation, StepResult, Task
 

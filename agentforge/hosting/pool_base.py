@@ -1,7 +1,7 @@
 """The env pool's interface and what every pool shares: episodes by slot, each slot's action log (what replays a
 lost episode), retried env steps, fault counts; and `LocalEnvPool`, every env in this process.
 
-`agentforge.envs.pool` is the face (`make_pool`, both pools); the Ray-hosted pool is `envs/ray_pool.py`.
+`agentforge.hosting.pool` is the face (`make_pool`, both pools); the Ray-hosted pool is `hosting/ray_pool.py`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentforge.envs.base import ENVS, Env
-from agentforge.envs.host import EnvHost, _Failure
-from agentforge.envs.latency import LatencyEnvFactory, StepLatency
 from agentforge.envs.replay import ReplayResult, checked_actions
 from agentforge.errors import ConfigError
+from agentforge.hosting.host import EnvHost, _Failure
+from agentforge.hosting.latency import LatencyEnvFactory, StepLatency
 from agentforge.reliability.faultpoints import fault_point
 from agentforge.types import Observation, StepResult, Task
 

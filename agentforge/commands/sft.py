@@ -1,0 +1,63 @@
+"""`agentforge sft recipe=...`: expert play (`training.sft`) on the training stream, SFT epochs, a full model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from agentforge.commands.builders import (
+    build_expert_play,
+    build_held_out,
+    build_model_spec,
+    build_training_streams,
+    plain,
+    prepare_run_dir,
+)
+from agentforge.learner import Learner, LearnerConfig
+from agentforge.models.loading import load_tokenizer
+from agentforge.tasks.held_out import earlier_training, run_record, write_record
+from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
+from agentforge.tracking.progress import console
+from agentforge.tracking.tracker import RunTracker
+from agentforge.training.sft import epoch_steps, expert_dataset, run_sft_epochs, save_full_model
+
+
+def run_sft(cfg: DictConfig) -> dict[str, Any]:
+    """`agentforge sft recipe=...`: expert data → SFT epochs → `<run dir>/model` (a full HF folder)."""
+    run_dir = prepare_run_dir(cfg)
+    spec = build_model_spec(cfg)
+    held_out, keyer = build_held_out(cfg, {})
+    streams = build_training_streams(cfg, held_out, keyer)
+    try:
+        data = expert_dataset(replace(build_expert_play(cfg), streams=streams), cfg.sft, load_tokenizer(spec))
+    finally:
+        keyer.close()
+    steps = epoch_steps(cfg.sft, len(data))
+    console.print(f"[bold]sft[/] {len(data)} expert trajectories ({sum(t.length for t in data)} turns) · "
+                  f"{steps} steps · model {spec.name}")
+    learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
+    tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
+
+    def on_step(step: int, metrics: dict[str, float]) -> None:
+        tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
+        console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
+
+    try:
+        done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, on_step)
+        out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
+        save_full_model(spec, learner.export_weights(), out_dir)
+        earlier = earlier_training(cfg.model.get("init_from"))
+        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
+    finally:
+        tracker.close()
+        learner.close()
+    plot_training_curves(run_dir / "metrics.jsonl", run_dir / "sft_curve.png", f"SFT {cfg.env.name} {spec.name}",
+                         panels=SFT_PANELS)
+    summary = {"model": str(out_dir), "trajectories": len(data), "steps": done}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(f"SFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
+    return summary
