@@ -23,6 +23,15 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class StrategyPrompt:
+    """What an env family asks for in a StraTA strategy: `guidance` (what to plan) and a short `example`; given by
+    the env's template (`PromptTemplate.strategy`)."""
+
+    guidance: str
+    example: str
+
+
+@dataclass(frozen=True)
 class PromptTemplate:
     """A chat prompt for one env family.
 
@@ -51,6 +60,8 @@ class PromptTemplate:
         "The action for this step is already chosen: {action}. Write only the reasoning that leads to it, inside "
         "<think> </think>, and stop after </think>."
     )
+    # StraTA's strategy request for this env family (None: a generic one)
+    strategy: StrategyPrompt | None = None
 
     def messages(
         self,

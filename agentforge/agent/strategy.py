@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from agentforge.agent.parsing import find_tags
-from agentforge.agent.prompts import PromptTemplate
+from agentforge.agent.prompts import PROMPTS, PromptTemplate, StrategyPrompt, prompt_for
 from agentforge.types import Observation, Trajectory
 
 STRATEGY_TAG = "strategy"
@@ -22,47 +22,6 @@ JUDGMENT_TAG = "flagged"
 NO_STRATEGY = "(no strategy)"
 
 
-@dataclass(frozen=True)
-class StrategyPrompt:
-    """What an env family asks for in a strategy: `guidance` (what to plan) and a short `example`."""
-
-    guidance: str
-    example: str
-
-
-STRATEGY_PROMPTS: dict[str, StrategyPrompt] = {
-    "sokoban": StrategyPrompt(
-        guidance="where the box must go, which side of the box you must stand on before each push, the order of "
-        "your pushes, and which walls and corners to keep the box away from.",
-        example="The target is two cells right of the box. Walk around to the left side of the box, then push it "
-        "right twice. Never push it against the top wall.",
-    ),
-    "alfworld": StrategyPrompt(
-        guidance="the sub-goals in order: where the object you need is most likely to be (which receptacles to "
-        "search first), what to do with it (clean, heat, cool or examine it) and where to put it.",
-        example="Mugs are usually on countertops or in cabinets: check countertop 1, then the cabinets. Take the "
-        "mug, clean it at the sinkbasin, then go to the coffeemachine and put it there.",
-    ),
-    "webshop": StrategyPrompt(
-        guidance="the search keywords taken from the instruction, how you will choose among the results (the "
-        "attributes and the price limit), which options to click, and when to buy.",
-        example="Search for the product type with its key attributes. Open the first result that matches them and "
-        "costs less than the limit, click the colour and size asked for, then click buy now.",
-    ),
-    "scienceworld": StrategyPrompt(
-        guidance="the experiment in order: which room and objects you need, the actions to take with them (find, "
-        "move, activate, measure, focus), and how you will know the task is done.",
-        example="Go to the kitchen to find a thermometer and the substance. Focus on the substance, heat it on the "
-        "stove and read the thermometer after each step until it changes state.",
-    ),
-    "search_qa": StrategyPrompt(
-        guidance="which entities to search for and in which order (for a question about a related entity, find "
-        "that entity first), and when you know enough to answer.",
-        example="First search for the company to learn who founded it, then search for that founder's birthplace "
-        "and answer with the place name only.",
-    ),
-}
-STRATEGY_PROMPTS["alfworld_intervention"] = STRATEGY_PROMPTS["alfworld"]
 GENERIC_STRATEGY = StrategyPrompt(
     guidance="the sub-goals that lead to success, in order, and the mistakes to avoid.",
     example="First find what the task needs, then use it as the task says, then finish.",
@@ -93,8 +52,13 @@ JUDGMENT_REQUEST = (
 
 
 def strategy_prompt_for(env_name: str) -> StrategyPrompt:
-    """The env family's strategy prompt; a user env without one gets a generic request (still a strategy)."""
-    return STRATEGY_PROMPTS.get(env_name, GENERIC_STRATEGY)
+    """The env family's strategy prompt (its template's `strategy`); an env without one gets a generic request
+    (still a strategy)."""
+    import agentforge.agent.templates  # noqa: F401  (registers the built-in templates)
+
+    if env_name not in PROMPTS:
+        return GENERIC_STRATEGY
+    return prompt_for(env_name).strategy or GENERIC_STRATEGY
 
 
 def strategy_messages(template: PromptTemplate, prompt: StrategyPrompt, observation: Observation,

@@ -12,8 +12,8 @@ import pytest
 
 from agentforge.agent.prompts import prompt_for
 from agentforge.agent.strategy import (
+    GENERIC_STRATEGY,
     NO_STRATEGY,
-    STRATEGY_PROMPTS,
     judgment_messages,
     parse_judgment,
     parse_strategy,
@@ -122,9 +122,10 @@ def test_parse_judgment(text, steps, flagged, out_of_range):
 
 
 def test_every_env_family_has_a_strategy_prompt_and_unknown_envs_get_a_generic_one():
-    for env in ("alfworld", "webshop", "scienceworld", "sokoban", "search_qa"):
-        assert env in STRATEGY_PROMPTS
-    assert strategy_prompt_for("my_env").guidance
+    for env in ("alfworld", "alfworld_intervention", "webshop", "scienceworld", "sokoban", "search_qa"):
+        assert prompt_for(env).strategy is not None  # declared in the env's own template
+        assert strategy_prompt_for(env) is prompt_for(env).strategy and strategy_prompt_for(env) != GENERIC_STRATEGY
+    assert strategy_prompt_for("my_env") is GENERIC_STRATEGY and strategy_prompt_for("gym") is GENERIC_STRATEGY
     observation = Observation("Search page", anchor="s", admissible=None)
     messages = strategy_messages(prompt_for("webshop"), strategy_prompt_for("webshop"), observation)
     assert messages[0]["content"] == prompt_for("webshop").system

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate, StrategyPrompt
 from agentforge.types import Observation
 
 TASK_MARKER = "Your task is to: "
@@ -42,6 +42,12 @@ class AlfWorldTemplate(PromptTemplate):
 
 ALFWORLD = PROMPTS.register("alfworld")(
     AlfWorldTemplate(
+        strategy=StrategyPrompt(
+            guidance="the sub-goals in order: where the object you need is most likely to be (which receptacles to "
+            "search first), what to do with it (clean, heat, cool or examine it) and where to put it.",
+            example="Mugs are usually on countertops or in cabinets: check countertop 1, then the cabinets. Take the "
+            "mug, clean it at the sinkbasin, then go to the coffeemachine and put it there.",
+        ),
         system=(
             "You are an expert agent operating in the ALFRED Embodied Environment, a household shown as text. "
             "You go to receptacles (go to X), open and close them, take objects from them, move objects to them, "

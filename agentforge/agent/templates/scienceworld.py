@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate, StrategyPrompt
 from agentforge.envs.scienceworld.text import split_task
 from agentforge.types import Observation
 
@@ -37,6 +37,12 @@ class TaskHeaderTemplate(PromptTemplate):
 
 SCIENCEWORLD = PROMPTS.register("scienceworld")(
     TaskHeaderTemplate(
+        strategy=StrategyPrompt(
+            guidance="the experiment in order: which room and objects you need, the actions to take with them (find, "
+            "move, activate, measure, focus), and how you will know the task is done.",
+            example="Go to the kitchen to find a thermometer and the substance. Focus on the substance, heat it on the "
+            "stove and read the thermometer after each step until it changes state.",
+        ),
         system=(
             "You are an agent in ScienceWorld, a text simulation of a house (kitchen, bathroom, workshop, greenhouse, "
             "outside, ...) where you carry out elementary science experiments. Complete the task with one action "

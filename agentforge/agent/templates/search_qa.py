@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
-from agentforge.agent.prompts import PROMPTS, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, PromptTemplate, StrategyPrompt
 
 SEARCH_QA = PROMPTS.register("search_qa")(
     PromptTemplate(
+        strategy=StrategyPrompt(
+            guidance="which entities to search for and in which order (for a question about a related entity, find "
+            "that entity first), and when you know enough to answer.",
+            example="First search for the company to learn who founded it, then search for that founder's birthplace "
+            "and answer with the place name only.",
+        ),
         system=(
             "You answer questions about a world you do not know, using a search engine over its encyclopedia. "
             "Search for the entities the question names; when the answer depends on another entity (for example "

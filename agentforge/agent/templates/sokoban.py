@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from agentforge.agent.prompts import PROMPTS, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, PromptTemplate, StrategyPrompt
 
 SOKOBAN = PROMPTS.register("sokoban")(
     PromptTemplate(
+        strategy=StrategyPrompt(
+            guidance="where the box must go, which side of the box you must stand on before each push, the order of "
+            "your pushes, and which walls and corners to keep the box away from.",
+            example="The target is two cells right of the box. Walk around to the left side of the box, then push it "
+            "right twice. Never push it against the top wall.",
+        ),
         system=(
             "You are an expert Sokoban player. You move the player P on a grid. Walls # block you. Walking into a "
             "box X pushes it one cell if the cell behind it is free. The goal: push every box onto a target O. "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate
+from agentforge.agent.prompts import PROMPTS, HistoryEntry, PreparedTurn, PromptTemplate, StrategyPrompt
 from agentforge.types import Observation
 
 SEARCH_ACTION_HINT = "search[<your query>]"
@@ -25,6 +25,12 @@ class FreeTextActionTemplate(PromptTemplate):
 
 WEBSHOP = PROMPTS.register("webshop")(
     FreeTextActionTemplate(
+        strategy=StrategyPrompt(
+            guidance="the search keywords taken from the instruction, how you will choose among the results (the "
+            "attributes and the price limit), which options to click, and when to buy.",
+            example="Search for the product type with its key attributes. Open the first result that matches them and "
+            "costs less than the limit, click the colour and size asked for, then click buy now.",
+        ),
         system=(
             "You are an expert online shopper in WebShop. Each page is shown as text with parts separated by "
             "[SEP]. Find the product the instruction asks for and buy it: search with keywords from the "
