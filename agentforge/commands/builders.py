@@ -182,16 +182,17 @@ def build_rollout_context(cfg: DictConfig, engine: RolloutEngine, pool: EnvPool)
     env=mix), the agent config, the reward stages."""
     template, templates = build_templates(cfg)
     return RolloutContext(engine, pool, template, build_agent_config(cfg), build_intervention(cfg),
-                          templates=templates, rewards=build_rewards(cfg))
+                          templates=templates, rewards=build_rewards(cfg, engine))
 
 
-def build_rewards(cfg: DictConfig) -> Any:
-    """The run's reward stages (`reward` group; agentforge/rewards/), shared by every workflow of the run."""
+def build_rewards(cfg: DictConfig, engine: RolloutEngine | None = None) -> Any:
+    """The run's reward stages (`reward` group; agentforge/rewards/), shared by every workflow of the run; `engine`
+    for a judge that is the rollout engine's model."""
     from agentforge.rewards import RewardPipeline
     from agentforge.schema.groups import RewardSchema
     from agentforge.schema.options import typed
 
-    return RewardPipeline.from_settings(typed(RewardSchema, plain(cfg.reward)))
+    return RewardPipeline.from_settings(typed(RewardSchema, plain(cfg.reward)), engine)
 
 
 def build_workflow(cfg: DictConfig, algorithm: Any, purpose: str) -> Any:

@@ -1,5 +1,5 @@
 """The run's reward stages as one list, built from the `reward` config group, in a fixed order: the
-invalid-action penalty on finished episodes, then KL in the reward on the training samples."""
+invalid-action penalty and the judge on finished episodes, then KL in the reward on the training samples."""
 
 from __future__ import annotations
 
@@ -21,10 +21,15 @@ class RewardPipeline:
         self.stages = list(stages)
 
     @classmethod
-    def from_settings(cls, settings: RewardSchema) -> RewardPipeline:
+    def from_settings(cls, settings: RewardSchema, engine: Any = None) -> RewardPipeline:
+        """The stages `settings` turn on; `engine`: the rollout engine, for a judge that is the engine's model."""
         from agentforge.rewards.invalid_action import InvalidActionPenalty
 
         stages: list[RewardStage] = [InvalidActionPenalty(settings.invalid_penalty)]
+        if settings.judge.enabled:
+            from agentforge.rewards.judge import JudgeSettings, make_judge
+
+            stages.append(make_judge(JudgeSettings.from_schema(settings.judge), engine))
         kl = settings.kl
         if kl.coef > 0:
             from agentforge.rewards.kl import KLInReward

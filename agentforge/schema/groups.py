@@ -141,6 +141,35 @@ class KLRewardSchema:
 
 
 @dataclass
+class JudgeRewardSchema:
+    """Rewards from a judge model (agentforge/rewards/judge.py): a rubric, the episode's transcript, a score."""
+
+    enabled: bool = opt(False, "ask a judge model for a reward on every finished episode (training and eval)")
+    endpoint: str = opt("engine", "engine (the rollout engine's own model) | an OpenAI-compatible base URL, e.g. "
+                        "http://127.0.0.1:8000/v1")
+    model: str | None = opt(None, "the model name sent to the endpoint (null: none sent; the server's default)")
+    api_key_env: str | None = opt(None, "the environment variable holding the endpoint's API key (never the key "
+                                  "itself in a config)")
+    rubric: str = opt("Judge whether the agent did what the task asked, efficiently and without pointless or "
+                      "harmful steps. 10: solved it well; 5: partly; 0: not at all.", "what the judge scores by")
+    scale: float = opt(10.0, "the judge's scores run 0..scale; the reward is weight * score / scale", gt=0)
+    weight: float = opt(1.0, "the judged reward's weight")
+    mode: str = opt("add", "add (to the env's reward) | replace (the env's reward; the invalid-action penalty "
+                    "stays)", choices=("add", "replace"))
+    granularity: str = opt("episode", "episode (one score, on the last turn) | turn (each turn judged: per-turn "
+                           "rewards)", choices=("episode", "turn"))
+    max_tokens: int = opt(32, "the judge's answer budget (tokens)", ge=4)
+    temperature: float = opt(0.0, "the judge's sampling temperature (0: greedy)", ge=0)
+    timeout_s: float = opt(60.0, "seconds one request may take", gt=0)
+    retries: int = opt(2, "more tries for a request that failed or gave no readable score", ge=0)
+    concurrency: int = opt(4, "requests in flight at once (HTTP endpoints)", ge=1)
+    on_failure: str = opt("error", "error (stop the run, naming the endpoint) | keep_env_reward (that episode keeps "
+                          "the env's reward; counted in reward/judge/failed_episodes)",
+                          choices=("error", "keep_env_reward"))
+    cache_size: int = opt(10000, "judgments kept (by exact request; checkpointed with the run)", ge=0)
+
+
+@dataclass
 class RewardSchema:
     """The reward stages (`agentforge/rewards/`): what is added to or taken off the env's rewards, in one place, in
     this order, for training and eval alike (KL needs the learner: training only)."""
@@ -148,6 +177,7 @@ class RewardSchema:
     invalid_penalty: float = opt(0.1, "subtracted from the reward of an invalid turn (format or inadmissible)",
                                  ge=0)
     kl: KLRewardSchema = opt(KLRewardSchema(), "")
+    judge: JudgeRewardSchema = opt(JudgeRewardSchema(), "")
 
 
 @dataclass
