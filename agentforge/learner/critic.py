@@ -25,7 +25,13 @@ from agentforge.errors import AgentforgeError
 from agentforge.learner.batch import TurnSample, total_loss_tokens
 from agentforge.learner.config import LearnerConfig
 from agentforge.learner.deepspeed_setup import deepspeed_config
-from agentforge.learner.packing import PackedBatch, collate_packed, pack_micro_batches, padding_batch
+from agentforge.learner.packing import (
+    PackedBatch,
+    collate_packed,
+    pack_micro_batches,
+    padding_batch,
+    per_token_results,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +118,10 @@ class CriticRole:
         """The critic's value of each sample's response tokens (aligned with `response_ids`, float32)."""
         samples = list(samples)
         batches, num_batches = self._batches(samples)
-        out = [np.zeros(s.length - s.prompt_len, np.float32) for s in samples]
         self.engine.eval()
         with torch.no_grad():
-            for k in range(num_batches):
-                batch = collate_packed(samples, batches[k], self.device, self.config.sharing) \
-                    if k < len(batches) else padding_batch(self.device)
-                values = self._token_values(batch).cpu().numpy()
-                if k < len(batches):
-                    for i, j, value in zip(batch.sample, batch.index, values, strict=True):
-                        out[i][j] = value
+            out = per_token_results(samples, batches, num_batches, self.device, self.config.sharing,
+                                    self._token_values)
         self.engine.train()
         return out
 

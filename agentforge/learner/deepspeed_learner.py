@@ -53,6 +53,7 @@ from agentforge.learner.packing import (
     packed_logits,
     padding_batch,
     padding_stats,
+    per_token_results,
     token_logprobs,
 )
 from agentforge.learner.rank_checkpoint import load_rank, save_rank
@@ -347,20 +348,15 @@ class DeepSpeedLearnerRank(RankReference, RankWeights):
         samples = list(samples)
         batches = pack_micro_batches(samples, self.config.micro_batch_tokens, self.config.sharing)
         num_batches = int(self._all_reduce([float(len(batches))], "max")[0])
-        out = [np.zeros(s.length - s.prompt_len, np.float32) for s in samples]
+
+        def policy_logprobs(batch: PackedBatch) -> torch.Tensor:
+            return token_logprobs(packed_logits(self.engine, batch), batch.target,
+                                  temperature=self.config.sampling_temperature)[0]
+
         self.engine.eval()
         with torch.no_grad():
-            for k in range(num_batches):
-                batch = collate_packed(samples, batches[k], self.device, self.config.sharing) \
-                    if k < len(batches) else padding_batch(self.device)
-                if reference:
-                    logp = self._reference_logprobs(batch).cpu().numpy()
-                else:
-                    logp = token_logprobs(packed_logits(self.engine, batch), batch.target,
-                                          temperature=self.config.sampling_temperature)[0].cpu().numpy()
-                if k < len(batches):
-                    for i, j, value in zip(batch.sample, batch.index, logp, strict=True):
-                        out[i][j] = value
+            out = per_token_results(samples, batches, num_batches, self.device, self.config.sharing,
+                                    self._reference_logprobs if reference else policy_logprobs)
         self.engine.train()
         return out
 

@@ -22,7 +22,7 @@ response token (`keep`, passed as a tensor `logits_to_keep`), not at shared prom
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -392,3 +392,21 @@ def padding_batch(device: torch.device | str = "cpu") -> PackedBatch:
     sample = TurnSample(input_ids=np.zeros(2, np.int64), loss_mask=np.zeros(2, bool),
                         old_logprobs=np.zeros(2, np.float32), advantage=0.0, prompt_len=1)
     return collate_packed([sample], [[0]], device)
+
+
+def per_token_results(samples: Sequence[TurnSample], batches: Sequence[Sequence[Sequence[int]]], num_batches: int,
+                      device: torch.device | str, sharing: str | bool,
+                      compute: Callable[[PackedBatch], torch.Tensor]) -> list[np.ndarray]:
+    """`compute(batch)` (one value per packed token: a log-prob, a value) over this rank's micro-batches, scattered
+    back to each sample's response tokens (float32, aligned with `response_ids`). A rank with fewer micro-batches
+    than `num_batches` (the ranks' maximum) runs padding ones, so collective calls inside `compute` line up. The
+    caller chooses the module's mode and the autograd context."""
+    out = [np.zeros(s.length - s.prompt_len, np.float32) for s in samples]
+    for k in range(num_batches):
+        batch = collate_packed(samples, batches[k], device, sharing) if k < len(batches) else padding_batch(device)
+        values = compute(batch).detach().float().cpu().numpy()
+        if k < len(batches):
+            for i, j, value in zip(batch.sample, batch.index, values, strict=True):
+                out[i][j] = value
+    return out
+

@@ -116,9 +116,8 @@ class EngineJudge:
         self.engine, self.settings = engine, settings
 
     def complete(self, conversations: Sequence[Messages]) -> list[str]:
-        from agentforge.types import SamplingConfig
-
         from agentforge.agent.chat import chat_prompt_ids
+        from agentforge.types import SamplingConfig
 
         tokenizer = self.engine.tokenizer
         # control-token strings in a transcript (the policy's own text) stay text: they cannot end the judge's turn
