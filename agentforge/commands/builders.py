@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,19 +19,11 @@ from agentforge.engines.interventions import InterventionSpec
 from agentforge.errors import ConfigError
 from agentforge.hosting.pool import EnvPool, make_pool
 from agentforge.models.loading import ModelSpec, resolve_model
+from agentforge.reliability.closing import close_quietly
 from agentforge.rollout.stack import RolloutStack
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.tasks import mix_weights
 from agentforge.types import SamplingConfig
-
-
-def close_quietly(close: Any) -> None:
-    """Closing what a failed start had started must not hide the error that stopped it (the command layers close
-    their parts this way when one fails to start)."""
-    try:
-        close()
-    except Exception as error:
-        logging.getLogger("agentforge.commands.builders").warning("error while closing after a failed start: %s", error)
 
 
 def plain(node: Any) -> Any:

@@ -24,7 +24,6 @@ from agentforge.commands.builders import (
     build_model_spec,
     build_rollout_stack,
     build_training_streams,
-    close_quietly,
     plain,
     prepare_run_dir,
     without_name,
@@ -42,6 +41,7 @@ from agentforge.learner import Learner, LearnerConfig
 from agentforge.learner.memory import check_memory_fit
 from agentforge.objective.dynamic_sampling import DynamicSampling
 from agentforge.reliability.checkpoint import CheckpointManager
+from agentforge.reliability.closing import close_quietly
 from agentforge.reliability.reaper import start_reaper
 from agentforge.schema.groups import RFTSchema, SFTSchema, TrainerSchema
 from agentforge.schema.options import typed

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentforge.engines.base import RolloutEngine
 from agentforge.hosting.pool import EnvPool
+from agentforge.reliability.closing import close_all
 from agentforge.rollout.workflow import RolloutContext
 
 
@@ -14,7 +15,8 @@ from agentforge.rollout.workflow import RolloutContext
 class RolloutStack:
     """What every command plays with: the engine, the env pool, the rollout context and the algorithm's workflow for
     each purpose. `close()` closes all of it, each part once, workflows first (a gateway's HTTP server and batcher,
-    for env=agent), then the pool, then the engine; a part that fails to close does not keep the others open."""
+    for env=agent), then the pool, then the engine; a part that fails to close does not keep the others open, and
+    never hides an error already on its way out (reliability/closing.py)."""
 
     engine: RolloutEngine
     pool: EnvPool
@@ -26,22 +28,15 @@ class RolloutStack:
     def workflow(self, purpose: str) -> Any:
         return self.workflows[purpose]
 
-    def close(self) -> None:
+    def close(self, during_error: bool | None = None) -> None:
         if self.closed:
             return
         self.closed = True
         closers = [w.close for w in self.workflows.values() if hasattr(w, "close")]
-        errors: list[Exception] = []
-        for close in (*closers, self.pool.close, self.engine.close):
-            try:
-                close()
-            except Exception as error:  # the others still close; the first error is raised after
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        close_all([*closers, self.pool.close, self.engine.close], during_error)
 
     def __enter__(self) -> RolloutStack:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(during_error=exc_type is not None)

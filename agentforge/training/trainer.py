@@ -19,6 +19,7 @@ from agentforge.cluster.placement import record_placement
 from agentforge.errors import AgentforgeError
 from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError
+from agentforge.reliability.closing import close_all
 from agentforge.reliability.interrupt import Preempted, critical, preemption_requested
 from agentforge.reliability.safe_state import set_rng_state
 from agentforge.rollout.metrics import episode_outcomes, rollout_summary
@@ -466,8 +467,5 @@ class Trainer:
     def close(self) -> None:
         if self.producer is not None:
             self.producer.stop()
-        for closer in (self.tracker.close, self.learner.close, self.stack.close, *self.closers):
-            try:
-                closer()
-            except Exception as error:  # closing must not hide the real error
-                log.warning("error while closing: %s", error)
+        # the rollout stack's own parts close by the same policy (reliability/closing.py)
+        close_all((self.tracker.close, self.learner.close, self.stack.close, *self.closers))
