@@ -9,6 +9,7 @@ from __future__ import annotations
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
+from agentforge.algorithms.opd import OPD
 from agentforge.algorithms.ppo import PPO
 from agentforge.algorithms.strata import StraTA
 from agentforge.algorithms.t2po import T2PO
@@ -19,6 +20,7 @@ from agentforge.objective.turns import TurnBatch, discounted_returns, group_rela
 __all__ = [
     "ALGORITHMS",
     "GRPO",
+    "OPD",
     "Algorithm",
     "PPO",
     "GiGPO",

@@ -50,6 +50,9 @@ class Algorithm:
     # the algorithm reads a critic's values (the learner then trains one: learner.critic) and gives per-token
     # advantages through `token_advantages` instead of per-turn ones through `compute`
     needs_values: ClassVar[bool] = False
+    # the algorithm reads a teacher's log-probs of the sampled tokens (learner.teacher) and gives per-token advantages
+    # through `token_advantages` (on-policy distillation)
+    needs_teacher: ClassVar[bool] = False
     # the registered advantage estimator `compute` calls with the algorithm's config (objective.estimators), or None
     # when the algorithm overrides `compute`
     estimator: ClassVar[str | None] = None

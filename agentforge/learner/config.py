@@ -126,6 +126,17 @@ class CriticSettings:
         return config.lora.enabled if self.lora is None else bool(self.lora)
 
 
+@dataclass
+class TeacherSettings:
+    """The teacher of on-policy distillation (`Algorithm.needs_teacher`, e.g. opd): a frozen model on every learner
+    rank that scores the student's sampled tokens; its tokenizer must be the student's."""
+
+    path: str | None = opt(None, "the teacher's model folder (an HF folder, or `agentforge export` of a run); null: "
+                                 "no teacher")
+    dtype: str | None = opt(None, "the teacher's dtype (null: the learner's)",
+                            choices=("float32", "bfloat16", "float16", None))
+
+
 @owns_section("learner")
 @dataclass
 class LearnerConfig:
@@ -163,6 +174,7 @@ class LearnerConfig:
                                       "before the update", choices=("engine", "recompute"))
     rollout_correction: CorrectionSettings = opt(CorrectionSettings(), "")
     critic: CriticSettings = opt(CriticSettings(), "")
+    teacher: TeacherSettings = opt(TeacherSettings(), "")
     keep_reference: bool = opt(False, "compute the reference policy's log-probs without KL in the loss (the trainer "
                                       "sets it for KL in the reward, reward.kl.coef > 0)")
     ppo_epochs: int = opt(1, "passes over each batch (pi_old fixed before the first)", ge=1)
@@ -209,6 +221,9 @@ class LearnerConfig:
         if "critic" in kwargs:
             _reject_unknown("learner.critic", kwargs["critic"], CriticSettings)
             kwargs["critic"] = CriticSettings(**kwargs["critic"])
+        if "teacher" in kwargs:
+            _reject_unknown("learner.teacher", kwargs["teacher"], TeacherSettings)
+            kwargs["teacher"] = TeacherSettings(**kwargs["teacher"])
         if "betas" in kwargs:
             kwargs["betas"] = tuple(kwargs["betas"])
         return cls(**kwargs)

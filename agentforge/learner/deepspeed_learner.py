@@ -132,6 +132,11 @@ class DeepSpeedLearnerRank(RankReference, RankWeights):
             self.reference.to(self.device)
         if config.needs_reference() and config.lora.enabled and config.zero_stage != 3:
             self.reference_adapter = self._adapter_snapshot()
+        self.teacher = None  # on-policy distillation's frozen teacher (learner.teacher.path)
+        if config.teacher.path:
+            from agentforge.learner.teacher import TeacherRole
+
+            self.teacher = TeacherRole(self.model_path, config, self.device, self._all_reduce)
         self.critic = None  # the value model, when the algorithm asks for one (learner.critic.enabled)
         if config.critic.enabled:
             from agentforge.learner.critic import CriticRole
@@ -363,6 +368,13 @@ class DeepSpeedLearnerRank(RankReference, RankWeights):
     def compute_values(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
         """The critic's values of each sample's response tokens (aligned with `response_ids`)."""
         return self._critic().values(samples)
+
+    def compute_teacher_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
+        """The teacher's log-probs of each sample's response tokens (needs learner.teacher.path)."""
+        if self.teacher is None:
+            raise AgentforgeError("this learner has no teacher: an algorithm that distils (needs_teacher, e.g. opd) "
+                                  "needs learner.teacher.path=<model folder>")
+        return self.teacher.logprobs(samples)
 
     def critic_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:
         """One optimizer step of the critic's clipped value loss over this rank's samples."""

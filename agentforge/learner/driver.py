@@ -169,6 +169,10 @@ class Learner:
         """The critic's value of each sample's response tokens, in the order given (needs learner.critic)."""
         return self._gather("compute_values", samples)
 
+    def compute_teacher_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
+        """The teacher's log-prob of each sample's response tokens, in the order given (needs learner.teacher)."""
+        return self._gather("compute_teacher_logprobs", samples)
+
     def optimizer_steps(self) -> int:
         """Optimizer steps taken so far (restored with a checkpoint): seeds each update's mini-batch order."""
         return int(self._call_all("optimizer_steps")[0])

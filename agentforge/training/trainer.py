@@ -252,9 +252,16 @@ class Trainer:
 
         t0 = time.perf_counter()
         span_advantages = None
-        if self.algorithm.needs_values:  # a critic's values → per-token advantages and the critic's targets
-            values = self.learner.compute_values(samples) if samples else []
-            advantages = self.algorithm.token_advantages(samples, owners, groups, values)
+        scoring: dict[str, float] = {}
+        if self.algorithm.needs_values or self.algorithm.needs_teacher:
+            # per-token advantages from a critic's values (and the critic's targets) or a teacher's log-probs
+            score = self.learner.compute_values if self.algorithm.needs_values else \
+                self.learner.compute_teacher_logprobs
+            t_score = time.perf_counter()
+            per_token = score(samples) if samples else []
+            scoring = {"time/teacher" if self.algorithm.needs_teacher else "time/critic_values":
+                       time.perf_counter() - t_score}
+            advantages = self.algorithm.token_advantages(samples, owners, groups, per_token)
         else:
             advantages = self.algorithm.advantages(groups)
             span_advantages = self.algorithm.span_advantages(groups)
@@ -295,6 +302,7 @@ class Trainer:
                         {**prepare_metrics, **kl_metrics, **dynamic_metrics}.items()})
         metrics.update({f"adv/{k}": v for k, v in self.algorithm.last_metrics.items()})
         metrics.update(async_metrics)
+        metrics.update(scoring)
         metrics.update(curriculum_metrics)
         metrics.update(self.updates.metrics())
         metrics.update({

@@ -1,0 +1,65 @@
+"""On-policy distillation's advantages (objective/distillation.py, algorithms/opd.py) against hand computations, and
+the config checks that name what a run without a teacher is missing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentforge.algorithms import make_algorithm
+from agentforge.commands.overrides import override_problems
+from agentforge.errors import ConfigError
+from agentforge.learner.batch import policy_samples
+from agentforge.objective.distillation import reverse_kl_advantages
+from agentforge.types import Group, Task, Trajectory, Turn
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_advantage_is_the_teacher_minus_the_student_on_trained_tokens_only():
+    teacher, student = np.array([-1.0, -2.0, -0.5, -30.0]), np.array([-1.5, -1.0, -0.5, -1.0])
+    mask = np.array([True, True, False, True])
+    got = reverse_kl_advantages(teacher, student, mask, outcome=0.8, outcome_weight=0.5, clamp=20.0)
+    np.testing.assert_allclose(got, [0.5 + 0.4, -1.0 + 0.4, 0.0, -20.0 + 0.4], rtol=1e-6)
+
+
+def episode(seed: int, rewards: list[float], rng: np.random.Generator) -> Trajectory:
+    task = Task(env="sokoban", seed=seed)
+    turns = []
+    for k, r in enumerate(rewards):
+        n = int(rng.integers(2, 6))
+        turns.append(Turn(prompt_ids=[1, 2, 3 + k], response_ids=list(rng.integers(10, 99, n)),
+                          logprobs=list(rng.normal(-1.0, 0.3, n)), forced_mask=[bool(i == 1) for i in range(n)],
+                          response_text="", action="up", valid=True, reward=r, env_reward=r, anchor=str(k),
+                          observation="o"))
+    return Trajectory(task=task, rollout_index=seed, turns=turns)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_opd_sets_token_advantages_from_the_teacher_on_a_random_batch(weight):
+    rng = np.random.default_rng(3)
+    groups = [Group(task=Task(env="sokoban", seed=0), trajectories=[
+        episode(0, [0.0, 1.0], rng), episode(1, [0.0, 0.0, 0.0], rng), episode(2, [0.5], rng)])]
+    samples, owners = policy_samples(groups, "opd")
+    teacher = [rng.normal(-1.0, 0.5, len(s.input_ids) - s.prompt_len).astype(np.float32) for s in samples]
+    algorithm = make_algorithm({"name": "opd", "reward_weight": weight})
+    per_turn = algorithm.token_advantages(samples, owners, groups, teacher)
+    returns = np.array([1.0, 0.0, 0.5])  # GRPO over the group: (R - mean) / (std + eps), per episode
+    outcome = (returns - returns.mean()) / (returns.std(ddof=1) + 1e-6)
+    episode_of = {id(t): k for k, tr in enumerate(groups[0].trajectories) for t in tr.turns}
+    for s, owner, t, turn_adv in zip(samples, owners, teacher, per_turn, strict=True):
+        p, mask = s.prompt_len, s.loss_mask[s.prompt_len:]
+        expected = np.where(mask, t - s.old_logprobs[p:] + weight * outcome[episode_of[id(owner)]], 0.0)
+        np.testing.assert_allclose(s.token_advantages[p:], expected, rtol=1e-5, atol=1e-6)
+        assert not s.token_advantages[:p].any() and turn_adv == pytest.approx(expected[mask].mean(), abs=1e-6)
+    assert algorithm.last_metrics["teacher_minus_student_abs"] > 0
+
+
+def test_a_run_without_a_teacher_or_with_a_lone_rollout_and_an_outcome_part_is_refused():
+    problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd"])
+    assert any("learner.teacher.path" in p for p in problems), problems
+    problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd", "algorithm.reward_weight=1",
+                                     "trainer.group_size=1", "learner.teacher.path=/x"])
+    assert any("group_size >= 2" in p for p in problems), problems
+    with pytest.raises(ConfigError, match="reward_weight"):
+        make_algorithm({"name": "opd", "reward_weight": -1.0})
