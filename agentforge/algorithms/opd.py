@@ -2,6 +2,10 @@
 (`learner.teacher.path`) scores every token the student sampled, and the per-token advantage is the teacher's minus
 the student's log-prob (`objective.distillation`): a dense signal that needs no critic and no success. With
 `reward_weight > 0` the env's group-relative outcome advantage (GRPO's) is added to every token of an episode.
+
+`teacher: self` is self-distillation from privileged context (SDPO, OPSD): no second model; the policy's own
+weights, shown the env expert's solution of the task in the prompt (`training/privileged.py`), score the tokens the
+student sampled without it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_number
+from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_choice, check_number
 from agentforge.errors import AgentforgeError, ConfigError
 from agentforge.objective.distillation import reverse_kl_advantages
 from agentforge.objective.estimators import outcome_group_relative
@@ -27,12 +31,15 @@ class OPDConfig:
         "norm_by_std": "the outcome part: divide by the group's std (GRPO)",
         "epsilon": "the outcome part's std floor",
         "clamp": "|teacher - student| per token clamped to this",
+        "teacher": "model (learner.teacher.path) | self (the policy itself, shown the env expert's solution: "
+                   "self-distillation)",
     }
 
     reward_weight: float = 0.0
     norm_by_std: bool = True
     epsilon: float = 1e-6
     clamp: float = 20.0
+    teacher: str = "model"
 
 
 @ALGORITHMS.register("opd")
@@ -52,11 +59,26 @@ class OPD(Algorithm):
         check_bool(self.name, "norm_by_std", self.config.norm_by_std)
         check_number(self.name, "epsilon", self.config.epsilon, low=0.0, low_open=True)
         check_number(self.name, "clamp", self.config.clamp, low=0.0, low_open=True)
+        check_choice(self.name, "teacher", self.config.teacher, ("model", "self"))
+
+    @property
+    def teacher_is_self(self) -> bool:
+        """Self-distillation: the policy's own weights under a privileged context are the teacher."""
+        return self.config.teacher == "self"
 
     def check_run(self, run: Mapping[str, Any]) -> None:
         if self.config.reward_weight > 0 and int(run.get("trainer", {}).get("group_size", 2)) < 2:
             raise ConfigError("algorithm 'opd': reward_weight > 0 adds a group-relative outcome advantage, which needs "
                               "trainer.group_size >= 2 (or set algorithm.reward_weight=0)")
+        if self.teacher_is_self:
+            env = str(run.get("env", {}).get("name", ""))
+            if env in ("agent", "mix"):
+                raise ConfigError(f"algorithm 'opd' with teacher=self shows the teacher the env expert's solution; "
+                                  f"env={env} has no single expert: use teacher=model")
+            from agentforge.envs.base import expert_for
+
+            expert_for(env)  # the env has an expert to give the privileged context, or the error names those that do
+            return
         if not (run.get("learner", {}).get("teacher") or {}).get("path"):
             raise ConfigError("algorithm 'opd' distils from a teacher: set learner.teacher.path=<model folder> (an HF "
                               "folder or `agentforge export` of a run, with the student's tokenizer)")

@@ -147,6 +147,21 @@ def build_expert_play(cfg: DictConfig) -> Any:
                       int(max_len) if max_len is not None else ExpertPlay.max_model_len)
 
 
+def build_privileged_context(cfg: DictConfig) -> Any:
+    """Self-distillation's privileged context of a task: the env expert's solution as text (None where the expert
+    cannot solve it)."""
+    from agentforge.envs.base import expert_for
+
+    env_name, env_options = str(cfg.env.name), without_name(cfg.env)
+    expert = expert_for(env_name)
+
+    def solution(task: Any) -> str | None:
+        actions = expert(task, {**env_options, **dict(task.options)})
+        return f"a solution of this task is the actions {', '.join(actions)}" if actions else None
+
+    return solution
+
+
 def build_agent_config(cfg: DictConfig) -> AgentConfig:
     agent = plain(cfg.agent)
     sampling = SamplingConfig(**agent.pop("sampling"))

@@ -22,6 +22,7 @@ from agentforge.commands.builders import (
     build_expert_play,
     build_held_out,
     build_model_spec,
+    build_privileged_context,
     build_rollout_stack,
     build_training_streams,
     plain,
@@ -131,6 +132,8 @@ def build_trainer(cfg: DictConfig, checked: bool = False) -> Trainer:
             warm_start=WarmStart(modes, sft, rft, replace(build_expert_play(cfg), streams=streams),
                                  settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
+            privileged_context=build_privileged_context(cfg) if getattr(algorithm, "teacher_is_self", False)
+            else None,
         )
         trainer = Trainer(settings, parts)
         started.pop_all()  # from here the trainer closes them (Trainer.close)

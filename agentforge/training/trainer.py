@@ -67,6 +67,7 @@ class Trainer:
         self.test_tasks = parts.test_tasks or []  # the claim's tasks: evaluated at the start and at the end
         self.held_out, self.streams, self.earlier_trained = parts.held_out, parts.streams, parts.earlier_trained
         self.closers = parts.closers
+        self.privileged_context = parts.privileged_context
         self.checkpoints, self.tracker = parts.checkpoints, parts.tracker
         self.rewards, self.dynamic_sampling = parts.stack.ctx.rewards, parts.dynamic_sampling
         self.warm_starts, self.floor = parts.warm_start, parts.floor
@@ -255,12 +256,10 @@ class Trainer:
         scoring: dict[str, float] = {}
         if self.algorithm.needs_values or self.algorithm.needs_teacher:
             # per-token advantages from a critic's values (and the critic's targets) or a teacher's log-probs
-            score = self.learner.compute_values if self.algorithm.needs_values else \
-                self.learner.compute_teacher_logprobs
             t_score = time.perf_counter()
-            per_token = score(samples) if samples else []
+            per_token, privileged = self._token_scores(samples, owners, groups)
             scoring = {"time/teacher" if self.algorithm.needs_teacher else "time/critic_values":
-                       time.perf_counter() - t_score}
+                       time.perf_counter() - t_score, **privileged}
             advantages = self.algorithm.token_advantages(samples, owners, groups, per_token)
         else:
             advantages = self.algorithm.advantages(groups)
@@ -471,6 +470,23 @@ class Trainer:
         except Exception as error:  # a reference row must not fail a finished run
             log.warning("the random floor could not be played: %s", error)
         return None
+
+    def _token_scores(self, samples: list, owners: list, groups: list) -> tuple[list, dict[str, float]]:
+        """What a per-token algorithm reads: the critic's values, the teacher's log-probs, or (self-distillation)
+        the policy's own log-probs behind the privileged context."""
+        if not samples:
+            return [], {}
+        if self.algorithm.needs_values:
+            return self.learner.compute_values(samples), {}
+        if getattr(self.algorithm, "teacher_is_self", False):
+            from agentforge.training.privileged import privileged_samples
+
+            if self.privileged_context is None:
+                raise AgentforgeError("self-distillation needs the env expert's privileged context; build the "
+                                      "trainer with build_trainer (it adds it for algorithm=opd teacher=self)")
+            shown, share = privileged_samples(samples, owners, groups, self.privileged_context, self.ctx.tokenizer)
+            return self.learner.compute_logprobs(shown), {"train/privileged_fraction": share}
+        return self.learner.compute_teacher_logprobs(samples), {}
 
     def close(self) -> None:
         if self.producer is not None:

@@ -87,3 +87,12 @@ def test_opd_trains_with_lora_checkpoints_and_resumes_with_its_teacher(tmp_path,
     assert first["adv/teacher_minus_student_abs"] > 1e-3 and first["adv/reverse_kl"] == first["adv/reverse_kl"]
     resumed = train(run_dir, "trainer.iterations=2", f"resume={run_dir}", *options)
     assert [r["iteration"] for r in resumed] == [1, 2] and resumed[1]["adv/teacher_minus_student_abs"] > 1e-3
+
+
+def test_self_distillation_scores_the_students_tokens_with_its_own_weights_shown_the_solution(tmp_path):
+    from test_objective_runs import train
+
+    first = train(tmp_path / "run", "trainer.iterations=1", "algorithm=opd", "algorithm.teacher=self")[0]
+    assert first["train/privileged_fraction"] > 0.5 and first["train/skipped"] == 0 and first["time/teacher"] > 0
+    # the same weights: only the hint in the prompt moves the teacher away from the student
+    assert first["adv/teacher_minus_student_abs"] > 1e-3

@@ -63,3 +63,37 @@ def test_a_run_without_a_teacher_or_with_a_lone_rollout_and_an_outcome_part_is_r
     assert any("group_size >= 2" in p for p in problems), problems
     with pytest.raises(ConfigError, match="reward_weight"):
         make_algorithm({"name": "opd", "reward_weight": -1.0})
+
+
+def test_the_privileged_hint_goes_in_after_the_first_user_turn_opening_and_the_response_is_untouched(tiny_tokenizer):
+    from agentforge.agent.chat import chat_prompt_ids
+    from agentforge.training.privileged import HINT, privileged_samples
+
+    rng = np.random.default_rng(0)
+    groups = [Group(task=Task(env="sokoban", seed=7), trajectories=[episode(7, [0.0, 1.0], rng)])]
+    prompt = chat_prompt_ids(tiny_tokenizer, [{"role": "system", "content": "Play."},
+                                              {"role": "user", "content": "A room."}])
+    for turn in groups[0].trajectories[0].turns:
+        turn.prompt_ids = list(prompt)
+    samples, owners = policy_samples(groups, "opd")
+    shown, share = privileged_samples(samples, owners, groups, lambda task: f"moves for seed {task.seed}",
+                                      tiny_tokenizer)
+    hint = tiny_tokenizer.encode(HINT.format(solution="moves for seed 7"), add_special_tokens=False)
+    assert share == 1.0
+    for plain, seen in zip(samples, shown, strict=True):
+        p, q = plain.prompt_len, seen.prompt_len
+        assert q == p + len(hint)
+        np.testing.assert_array_equal(seen.input_ids[q:], plain.input_ids[p:])  # the sampled tokens, as sampled
+        np.testing.assert_array_equal(seen.loss_mask[q:], plain.loss_mask[p:])
+        text = tiny_tokenizer.decode(seen.input_ids[:q])
+        assert "<|im_start|>user\n(Known only to you: moves for seed 7.)\nA room." in text
+    none, share = privileged_samples(samples, owners, groups, lambda task: None, tiny_tokenizer)
+    assert share == 0.0 and all((a.input_ids == b.input_ids).all() for a, b in zip(none, samples, strict=True))
+
+
+def test_self_distillation_needs_an_env_with_an_expert():
+    problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd", "algorithm.teacher=self"])
+    assert problems == [], problems  # Sokoban has its BFS expert; no teacher folder needed
+    problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd", "algorithm.teacher=self",
+                                     "env=textarena"])
+    assert any("has no expert" in p for p in problems), problems
