@@ -47,8 +47,8 @@ Messages = list[dict[str, str]]
 
 
 class JudgeClient(Protocol):
-    def complete(self, conversations: Sequence[Messages]) -> list[str]:
-        """One answer per conversation; raises JudgeError for a request that failed."""
+    def complete(self, conversations: Sequence[Messages]) -> list[str | JudgeError]:
+        """One answer per conversation, or the JudgeError of a request that failed (the others still answer)."""
 
 
 class JudgeError(AgentforgeError):
@@ -92,11 +92,11 @@ class HTTPJudge:
                                   "is not set; export it, or set api_key_env=null for an endpoint without a key")
         self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
 
-    def complete(self, conversations: Sequence[Messages]) -> list[str]:
+    def complete(self, conversations: Sequence[Messages]) -> list[str | JudgeError]:
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency)) as pool:
             return list(pool.map(self._one, conversations))
 
-    def _one(self, messages: Messages) -> str:
+    def _one(self, messages: Messages) -> str | JudgeError:
         body = {"messages": messages, "max_tokens": self.settings.max_tokens,
                 "temperature": self.settings.temperature, **({"model": self.settings.model} if self.settings.model
                                                              else {})}
@@ -106,7 +106,7 @@ class HTTPJudge:
                 answer = json.loads(response.read())
             return str(answer["choices"][0]["message"]["content"] or "")
         except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError, IndexError) as error:
-            raise JudgeError(f"judge {self.url}: {type(error).__name__}: {error}") from error
+            return JudgeError(f"judge {self.url}: {type(error).__name__}: {error}")
 
 
 class EngineJudge:
@@ -115,7 +115,7 @@ class EngineJudge:
     def __init__(self, engine: Any, settings: JudgeSettings) -> None:
         self.engine, self.settings = engine, settings
 
-    def complete(self, conversations: Sequence[Messages]) -> list[str]:
+    def complete(self, conversations: Sequence[Messages]) -> list[str | JudgeError]:
         from agentforge.agent.chat import chat_prompt_ids
         from agentforge.types import SamplingConfig
 
@@ -126,7 +126,7 @@ class EngineJudge:
         sampling = SamplingConfig(temperature=max(self.settings.temperature, 1e-5),
                                   max_new_tokens=self.settings.max_tokens)
         completions = self.engine.generate(prompts, sampling)
-        return [tokenizer.decode(c.token_ids, skip_special_tokens=True) for c in completions]
+        return [str(tokenizer.decode(c.token_ids, skip_special_tokens=True)) for c in completions]
 
 
 def parse_score(text: str, scale: float) -> float | None:
@@ -240,19 +240,9 @@ class JudgeReward(RewardStage):
 
     def _ask(self, conversations: list[Messages]) -> tuple[list[str], list[str | None]]:
         """Answers and, per conversation, the error that kept it from one (None: answered)."""
-        try:
-            return self.client.complete(conversations), [None] * len(conversations)
-        except JudgeError:  # one failed request fails the batch call: ask one by one to keep the answers that came
-            answers: list[str] = []
-            failures: list[str | None] = []
-            for conversation in conversations:
-                try:
-                    answers.append(self.client.complete([conversation])[0])
-                    failures.append(None)
-                except JudgeError as error:
-                    answers.append("")
-                    failures.append(str(error))
-            return answers, failures
+        results = self.client.complete(conversations)
+        return ([r if isinstance(r, str) else "" for r in results],
+                [str(r) if isinstance(r, JudgeError) else None for r in results])
 
     def _remember(self, key: str, score: float) -> None:
         self.cache[key] = score
