@@ -52,7 +52,7 @@ def sample_records(groups: list[Group], count: int) -> list[dict[str, Any]]:
 
 class Trainer:
     """Drives one run's parts (engine, env pool, learner, algorithm) through `iterations` updates, with evals,
-    checkpoints and resume. Built by `training.assembly.build_trainer(cfg)`; it reads only its settings."""
+    checkpoints and resume. Built by `commands.train.build_trainer(cfg)`; it reads only its settings."""
 
     def __init__(self, settings: TrainerSettings, parts: TrainerParts) -> None:
         self.settings = settings

@@ -20,7 +20,7 @@ from agentforge.envs.replay import ReplayError, ReplayResult, replay
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv, apply_action
 from agentforge.errors import ConfigError
 from agentforge.hosting.pool import LocalEnvPool, RayEnvPool, ensure_ray
-from agentforge.training.sft import EXPERTS
+from agentforge.envs.base import expert_for
 from agentforge.types import StepResult, Task
 
 pytestmark = pytest.mark.integration
@@ -90,7 +90,7 @@ class Case:
 
 def registry_expert(name: str, options: dict[str, Any]) -> Callable[[Env, Task], list[str]]:
     def actions(env: Env, task: Task) -> list[str]:
-        found = EXPERTS.get(name)(task, options)
+        found = expert_for(name)(task, options)
         assert found, f"no expert actions for {task.describe()}"
         return list(found)
 
