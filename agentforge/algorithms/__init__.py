@@ -7,6 +7,7 @@ A new algorithm is one module with an `Algorithm` subclass registered under a na
 from __future__ import annotations
 
 from agentforge.algorithms.base import ALGORITHMS, Algorithm, make_algorithm
+from agentforge.algorithms.baselines import RLOO, ReinforcePlusPlus, ReinforcePlusPlusBaseline
 from agentforge.algorithms.gigpo import GiGPO
 from agentforge.algorithms.grpo import GRPO
 from agentforge.algorithms.opd import OPD
@@ -23,6 +24,9 @@ __all__ = [
     "OPD",
     "Algorithm",
     "PPO",
+    "RLOO",
+    "ReinforcePlusPlus",
+    "ReinforcePlusPlusBaseline",
     "GiGPO",
     "StraTA",
     "T2PO",

@@ -9,6 +9,11 @@ tokens, not turns.
 
 - `grpo`: A(τ_i) = (R_i − mean_g R) / (std_g R + ε) over the group's trajectories, broadcast to every turn
   (options `norm_by_std`, `epsilon`; `norm_by_std: false` is Dr. GRPO).
+- `rloo`: A(τ_i) = R_i − mean of the group's other returns (Ahmadian et al. 2024; verl's `rloo`), broadcast.
+- `reinforce_plus_plus`: each turn's discounted return-to-go G_t (γ per turn, option `gamma`), whitened over the
+  batch's trained tokens (Hu 2025, REINFORCE++; verl's `reinforce_plus_plus`: token-level returns, `masked_whiten`).
+- `reinforce_plus_plus_baseline`: R_i − mean_g R, broadcast, whitened over the batch's trained tokens (verl's
+  `reinforce_plus_plus_baseline`).
 - `gigpo`: A = A_E + ω·A_S: the episode part over the group (trajectories or turn samples, `episode_stats`) plus
   the step part over turns that share an anchor state, from discounted returns (options `step_weight`, `gamma`,
   `mode`, `episode_stats`, `similarity_threshold`, `epsilon`). See `algorithms.gigpo.GiGPO` for the edge cases.
@@ -56,6 +61,53 @@ def _outcome_metrics(batch: TurnBatch, advantages: np.ndarray) -> dict[str, floa
         "adv_abs_mean": float(np.abs(advantages).mean()),
         "groups_no_signal_fraction": float(no_signal[present].mean()),
     }
+
+
+@ADVANTAGE_ESTIMATORS.register("rloo")
+def leave_one_out(batch: TurnBatch, options: Any) -> Advantages:
+    """R_i − (Σ_g R − R_i)/(n − 1); a group of one gets 0 (verl gives it its raw score: no baseline, no signal here,
+    as GRPO's singletons)."""
+    sums = np.bincount(batch.traj_group, weights=batch.traj_returns, minlength=batch.n_groups)
+    sizes = np.bincount(batch.traj_group, minlength=batch.n_groups)
+    n = sizes[batch.traj_group]
+    others = np.divide(sums[batch.traj_group] - batch.traj_returns, n - 1, out=np.zeros(n.shape), where=n > 1)
+    per_traj = np.where(n > 1, batch.traj_returns - others, 0.0)
+    advantages = per_traj[batch.traj_id]
+    return Advantages(advantages, _outcome_metrics(batch, advantages))
+
+
+def whiten_by_tokens(values: np.ndarray, tokens: np.ndarray, epsilon: float = 1e-8) -> np.ndarray:
+    """Per-turn values whitened as their tokens would be (verl's `masked_whiten`: the token-weighted mean, the
+    unbiased token-weighted variance, (x − mean)/sqrt(var + ε))."""
+    values, weights = np.asarray(values, np.float64), np.asarray(tokens, np.float64)
+    n = weights.sum()
+    if values.size == 0 or n < 2:
+        return values - (np.average(values, weights=weights) if n > 0 else 0.0)
+    mean = np.average(values, weights=weights)
+    variance = np.average((values - mean) ** 2, weights=weights) * n / (n - 1)
+    return (values - mean) / np.sqrt(variance + epsilon)
+
+
+def _token_weights(batch: TurnBatch) -> np.ndarray:
+    return batch.tokens if batch.tokens is not None else np.ones(batch.n_turns, np.int64)
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus")
+def whitened_returns(batch: TurnBatch, options: Any) -> Advantages:
+    returns = discounted_returns(batch.reward, batch.traj_length, float(options.gamma))
+    advantages = whiten_by_tokens(returns, _token_weights(batch))
+    return Advantages(advantages, {"adv_mean": float(advantages.mean()) if advantages.size else 0.0,
+                                   "adv_abs_mean": float(np.abs(advantages).mean()) if advantages.size else 0.0})
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_plus_plus_baseline")
+def whitened_group_baseline(batch: TurnBatch, options: Any) -> Advantages:
+    sums = np.bincount(batch.traj_group, weights=batch.traj_returns, minlength=batch.n_groups)
+    sizes = np.bincount(batch.traj_group, minlength=batch.n_groups)
+    means = np.divide(sums, sizes, out=np.zeros(batch.n_groups), where=sizes > 1)  # verl: a group of one, mean 0
+    centred = (batch.traj_returns - means[batch.traj_group])[batch.traj_id]
+    advantages = whiten_by_tokens(centred, _token_weights(batch))
+    return Advantages(advantages, _outcome_metrics(batch, advantages))
 
 
 @ADVANTAGE_ESTIMATORS.register("gigpo")

@@ -36,7 +36,8 @@ class TurnBatch:
     `reward` (`Turn.reward`: env reward after the invalid-action penalty), `anchor_id` (id of the turn's exact anchor
     within its group, 0.. in order of first appearance), `step_id` (global id of the (group, anchor) pair),
     `traj_return` (its trajectory's return, broadcast), and `anchors` (the raw anchor objects, for similarity
-    grouping). Per trajectory: `traj_group`, `traj_returns` (sum of `Turn.reward`), `traj_length`.
+    grouping), `tokens` (the turn's sampled, trained response tokens: what a token-level statistic weighs it by).
+    Per trajectory: `traj_group`, `traj_returns` (sum of `Turn.reward`), `traj_length`.
     Trajectories without turns are kept in the per-trajectory arrays (they are rollouts of the group with return 0)
     but have no turn samples.
     """
@@ -55,6 +56,7 @@ class TurnBatch:
     n_groups: int
     n_steps: int
     has_none_anchor: bool
+    tokens: np.ndarray | None = None
 
     @property
     def n_turns(self) -> int:
@@ -68,6 +70,7 @@ class TurnBatch:
     def from_groups(cls, groups: Sequence[Group]) -> TurnBatch:
         """Build the flat arrays; the only per-turn Python loop of an advantage computation lives here."""
         rewards: list[float] = []
+        tokens: list[int] = []
         anchors: list[Hashable] = []
         anchor_ids: list[int] = []
         traj_group: list[int] = []
@@ -82,6 +85,7 @@ class TurnBatch:
                 traj_length.append(len(turns))
                 traj_anchors = [turn.anchor for turn in turns]
                 rewards.extend([turn.reward for turn in turns])
+                tokens.extend([len(turn.response_ids) - sum(map(bool, turn.forced_mask)) for turn in turns])
                 anchors.extend(traj_anchors)
                 try:
                     anchor_ids.extend([ids.setdefault(a, len(ids)) for a in traj_anchors])
@@ -121,6 +125,7 @@ class TurnBatch:
             n_groups=len(groups),
             n_steps=int(sum(anchors_per_group)),
             has_none_anchor=has_none_anchor,
+            tokens=np.asarray(tokens, dtype=np.int64),
         )
 
     def per_trajectory(self, values: np.ndarray) -> list[np.ndarray]:
