@@ -13,9 +13,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_number
+from agentforge.algorithms.base import ALGORITHMS, Algorithm, check_bool, check_choice, check_number
 from agentforge.errors import AgentforgeError
-from agentforge.objective.gae import batch_gae
+from agentforge.objective.gae import LEVELS, batch_gae
 from agentforge.objective.turns import iter_turns
 from agentforge.types import Group, Span, Turn
 
@@ -26,11 +26,14 @@ class PPOConfig:
         "gamma": "discount per env turn (1: none; verl's default)",
         "lam": "GAE lambda per sampled token (1: Monte-Carlo return minus V; verl's default)",
         "normalize": "whiten the batch's token advantages (mean 0, std 1; verl does)",
+        "level": "token (gamma per turn, lambda per token) | verl (gamma and lambda per token) | turn (a turn-level "
+                 "critic: the value at each turn's last token, one advantage per turn)",
     }
 
     gamma: float = 1.0
     lam: float = 1.0
     normalize: bool = True
+    level: str = "token"
 
 
 @ALGORITHMS.register("ppo")
@@ -49,13 +52,14 @@ class PPO(Algorithm):
         check_number(self.name, "gamma", self.config.gamma, low=0.0, high=1.0)
         check_number(self.name, "lam", self.config.lam, low=0.0, high=1.0)
         check_bool(self.name, "normalize", self.config.normalize)
+        check_choice(self.name, "level", self.config.level, LEVELS)
 
     def token_advantages(self, samples: Sequence, owners: Sequence[Turn | Span], groups: Sequence[Group],
                          values: Sequence[np.ndarray]) -> np.ndarray:
         """Set each sample's token advantages, returns and old values; the per-turn mean advantage comes back flat
         in `iter_turns` order (for the trajectory records)."""
         gae = batch_gae(samples, owners, groups, values, float(self.config.gamma), float(self.config.lam),
-                        bool(self.config.normalize))
+                        bool(self.config.normalize), str(self.config.level))
         per_sample = np.zeros(len(samples))
         for i, s in enumerate(samples):
             p, mask = s.prompt_len, s.loss_mask[s.prompt_len:]

@@ -10,6 +10,11 @@ ends with value 0 after its last token (an episode cut at `agent.max_turns` is n
 
 with g_t = γ at a turn's last token and 1 inside a turn. With γ = λ = 1 (verl's defaults) A_t is the episode's
 remaining return minus V_t: the critic is a per-token baseline.
+
+`level` (PPO's `algorithm.level`) picks the chain: `token` (the above), `verl` (γ and λ on every token: verl's
+`compute_gae_advantage_return` over the sampled tokens, rewards on each turn's last token) or `turn` (one step per
+turn, the value read at each turn's last token, Turn-PPO's and GEM's turn-level critic: δ_k = r_k + γ·V_{k+1} − V_k,
+A_k = δ_k + γλ·A_{k+1}; every token of turn k gets A_k and the target R_k = A_k + V_k).
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ class TurnTokens:
     reward: float
 
 
+LEVELS = ("token", "verl", "turn")
+
+
 def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
-                trailing_reward: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+                trailing_reward: float = 0.0, level: str = "token") -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Advantages and returns of every loss token of one episode, per turn (aligned with `turns[k].values`).
 
     `trailing_reward` is reward that arrived after the last sampled token (a later turn without sampled tokens),
@@ -41,6 +49,8 @@ def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
     sizes = [len(t.values) for t in turns]
     if not sum(sizes):
         return [np.zeros(0, np.float32) for _ in turns], [np.zeros(0, np.float32) for _ in turns]
+    if level == "turn":
+        return _turn_gae(turns, sizes, gamma, lam, trailing_reward)
     values = np.concatenate([np.asarray(t.values, np.float64) for t in turns])
     rewards = np.zeros_like(values)
     step = np.ones_like(values)  # the discount from token t to token t+1
@@ -52,6 +62,8 @@ def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
             step[end - 1] = gamma
     last = len(values) - 1
     rewards[last] += trailing_reward
+    if level == "verl":
+        step[:] = gamma
     advantages = np.zeros_like(values)
     running = 0.0
     for t in range(last, -1, -1):
@@ -63,6 +75,26 @@ def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
     cuts = np.cumsum(sizes)[:-1]
     return ([a.astype(np.float32) for a in np.split(advantages, cuts)],
             [r.astype(np.float32) for r in np.split(returns, cuts)])
+
+
+def _turn_gae(turns: Sequence[TurnTokens], sizes: list[int], gamma: float, lam: float,
+              trailing_reward: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """One step per turn with a sampled token (a turn without one is skipped, its reward already passed on)."""
+    kept = [k for k, size in enumerate(sizes) if size]
+    values = np.array([float(np.asarray(turns[k].values)[-1]) for k in kept])
+    rewards = np.array([float(turns[k].reward) for k in kept])
+    rewards[-1] += trailing_reward
+    advantages = np.zeros(len(kept))
+    running = 0.0
+    for i in range(len(kept) - 1, -1, -1):
+        next_value = values[i + 1] if i + 1 < len(kept) else 0.0
+        running = rewards[i] + gamma * next_value - values[i] + gamma * lam * running
+        advantages[i] = running
+    by_turn = dict(zip(kept, range(len(kept)), strict=True))
+    adv = [np.full(size, advantages[by_turn[k]] if size else 0.0, np.float32) for k, size in enumerate(sizes)]
+    ret = [np.full(size, advantages[by_turn[k]] + values[by_turn[k]] if size else 0.0, np.float32)
+           for k, size in enumerate(sizes)]
+    return adv, ret
 
 
 def whiten(arrays: Sequence[np.ndarray], eps: float = 1e-8) -> list[np.ndarray]:
@@ -85,7 +117,8 @@ class SampleGAE:
 
 
 def batch_gae(samples: Sequence[Any], owners: Sequence[Turn | Span], groups: Sequence[Group],
-              values: Sequence[np.ndarray], gamma: float, lam: float, normalize: bool) -> SampleGAE:
+              values: Sequence[np.ndarray], gamma: float, lam: float, normalize: bool,
+              level: str = "token") -> SampleGAE:
     """GAE over every episode of `groups`, one chain per trajectory through its sampled turns. `samples[i]` (with
     `loss_mask` and `prompt_len`) was made from `owners[i]`, a turn of `groups`; `values[i]` is the critic's value
     per response token. A turn without a sample (nothing trained in it) passes its reward, discounted, to the
@@ -114,7 +147,7 @@ def batch_gae(samples: Sequence[Any], owners: Sequence[Turn | Span], groups: Seq
                 chain.append(i)
                 tokens.append(TurnTokens(values=np.asarray(values[i])[s.loss_mask[s.prompt_len:]],
                                          reward=float(turn.reward)))
-            episode_adv, episode_ret = episode_gae(tokens, gamma, lam, trailing if tokens else 0.0)
+            episode_adv, episode_ret = episode_gae(tokens, gamma, lam, trailing if tokens else 0.0, level)
             for i, adv, ret in zip(chain, episode_adv, episode_ret, strict=True):
                 advantages[i], returns[i] = adv, ret
     missing = sum(a is None for a in advantages)

@@ -94,3 +94,40 @@ def test_ppo_is_refused_where_its_parts_are_missing():
         ppo.advantages([])
     with pytest.raises(ConfigError, match="lam"):
         make_algorithm({"name": "ppo", "lam": 1.5})
+
+
+def verl_gae(values: np.ndarray, rewards: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """verl's `compute_gae_advantage_return` on one response (mask all ones), written from its loop: the discount and
+    λ on every token, value 0 after the last."""
+    last, out = 0.0, np.zeros(len(values))
+    for t in range(len(values) - 1, -1, -1):
+        next_value = values[t + 1] if t + 1 < len(values) else 0.0
+        last = rewards[t] + gamma * next_value - values[t] + gamma * lam * last
+        out[t] = last
+    return out
+
+
+@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.99, 0.95), (0.9, 0.0)])
+def test_the_verl_level_is_verls_token_level_gae_over_the_sampled_tokens(gamma, lam):
+    rng = np.random.default_rng(7)
+    sizes, rewards = [4, 1, 6, 3], [0.0, -0.1, 0.3, 1.0]
+    turns = [TurnTokens(rng.normal(size=n), r) for n, r in zip(sizes, rewards, strict=True)]
+    advantages, returns = episode_gae(turns, gamma, lam, level="verl")
+    flat_values = np.concatenate([t.values for t in turns])
+    flat_rewards = np.zeros(len(flat_values))
+    np.put(flat_rewards, np.cumsum(sizes) - 1, rewards)
+    expected = verl_gae(flat_values, flat_rewards, gamma, lam)
+    np.testing.assert_allclose(np.concatenate(advantages), expected, atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(returns), expected + flat_values, atol=1e-6)
+
+
+def test_the_turn_level_reads_each_turns_last_value_and_gives_its_tokens_one_advantage():
+    turns = [TurnTokens(np.array([9.0, 0.2]), 0.0), TurnTokens(np.array([7.0, 7.0, 0.5]), 1.0)]
+    advantages, returns = episode_gae(turns, 0.9, 0.5, level="turn")
+    a2 = 1.0 + 0.9 * 0.0 - 0.5
+    a1 = 0.0 + 0.9 * 0.5 - 0.2 + 0.9 * 0.5 * a2
+    np.testing.assert_allclose(advantages[0], [a1, a1], atol=1e-6)
+    np.testing.assert_allclose(advantages[1], [a2] * 3, atol=1e-6)
+    np.testing.assert_allclose(returns[1], [a2 + 0.5] * 3, atol=1e-6)
+    with pytest.raises(ConfigError, match="level"):
+        make_algorithm({"name": "ppo", "level": "sentence"})
