@@ -147,6 +147,20 @@ def build_expert_play(cfg: DictConfig) -> Any:
                       int(max_len) if max_len is not None else ExpertPlay.max_model_len)
 
 
+def build_task_depth(cfg: DictConfig) -> Any:
+    """A held-out task's depth (its expert solution's length, evaluation/depth.py), or None for an env without an
+    expert (and for env=mix or agent: no single expert)."""
+    from agentforge.envs.base import ENVS
+    from agentforge.evaluation.depth import expert_depth
+
+    name = str(cfg.env.name)
+    if name in ("mix", "agent") or getattr(ENVS.get(name), "expert", None) is None:
+        return None
+    from agentforge.envs.base import expert_for
+
+    return expert_depth(expert_for(name), without_name(cfg.env))
+
+
 def build_privileged_context(cfg: DictConfig) -> Any:
     """Self-distillation's privileged context of a task: the env expert's solution as text (None where the expert
     cannot solve it)."""

@@ -23,6 +23,7 @@ from agentforge.commands.builders import (
     build_held_out,
     build_model_spec,
     build_rollout_stack,
+    build_task_depth,
     plain,
     prepare_run_dir,
     without_name,
@@ -162,7 +163,7 @@ def build_evaluator(cfg: DictConfig, settings: EvalSettings, source: CheckpointS
             engine.update_weights(load_checkpoint_weights(source, spec.path))
 
     stack = build_rollout_stack(cfg, spec, ["eval"], after_engine=push_checkpoint)
-    evaluator = Evaluator(settings, spec, seed, tasks, stack, held_out)  # from here the evaluator closes them
+    evaluator = Evaluator(settings, spec, seed, tasks, stack, held_out, build_task_depth(cfg))  # it closes them
     return evaluator
 
 

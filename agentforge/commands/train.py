@@ -24,6 +24,7 @@ from agentforge.commands.builders import (
     build_model_spec,
     build_privileged_context,
     build_rollout_stack,
+    build_task_depth,
     build_training_streams,
     plain,
     prepare_run_dir,
@@ -132,6 +133,7 @@ def build_trainer(cfg: DictConfig, checked: bool = False) -> Trainer:
             warm_start=WarmStart(modes, sft, rft, replace(build_expert_play(cfg), streams=streams),
                                  settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
+            task_depth=build_task_depth(cfg),
             privileged_context=build_privileged_context(cfg) if getattr(algorithm, "teacher_is_self", False)
             else None,
         )

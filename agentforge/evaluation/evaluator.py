@@ -54,8 +54,9 @@ def default_seed(seed: int) -> int:
 
 
 def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str],
-                workflow_metrics: dict[str, float] | None = None) -> dict[str, float]:
-    """The rollout summary plus D^pair / D^dpp (raw) and contributing-group counts per descriptor."""
+                workflow_metrics: dict[str, float] | None = None, task_depth: Any = None) -> dict[str, float]:
+    """The rollout summary plus D^pair / D^dpp (raw) and contributing-group counts per descriptor, and success by
+    solution length where the env has an expert (`task_depth`)."""
     from agentforge.algorithms.diversity import group_diversity
 
     metrics = rollout_summary(groups, stats, workflow_metrics)
@@ -63,6 +64,10 @@ def row_metrics(groups: list[Group], stats: RolloutStats, descriptors: list[str]
         metrics["mean_success_length"] = math.nan  # no successful trajectory: undefined, not 0
         metrics["tokens_per_success"] = math.nan
     metrics.update(group_diversity(groups, descriptors, successful_only=True))
+    if task_depth is not None:
+        from agentforge.evaluation.depth import success_by_depth
+
+        metrics.update(success_by_depth(groups, task_depth))
     return metrics
 
 
@@ -71,11 +76,12 @@ class Evaluator:
     `evaluation.evaluate.build_evaluator` (the eval command's layer), it closes the rollout stack it is handed."""
 
     def __init__(self, settings: EvalSettings, spec: ModelSpec, seed: int, tasks: list[Task], stack: RolloutStack,
-                 held_out: Any = None) -> None:
+                 held_out: Any = None, task_depth: Any = None) -> None:
         self.settings, self.spec, self.seed, self.tasks = settings, spec, seed, tasks
         self.stack = stack
         self.engine, self.pool, self.ctx, self.workflow = stack.engine, stack.pool, stack.ctx, stack.workflow("eval")
         self.held_out = held_out  # the reserved held-out sets the tasks come from (agentforge/tasks/held_out.py)
+        self.task_depth = task_depth  # a task's solution length (evaluation/depth.py), None without an expert
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -90,8 +96,8 @@ class Evaluator:
     def row(self, name: str, sampling: SamplingConfig, descriptors: list[str]) -> EvalRow:
         result = self.play(self.ctx.with_sampling(sampling), self.tasks, int(self.settings.samples_per_task),
                            f"eval {name}")
-        return EvalRow(name, sampling, row_metrics(result.groups, result.stats, descriptors, result.metrics),
-                       result.groups)
+        return EvalRow(name, sampling, row_metrics(result.groups, result.stats, descriptors, result.metrics,
+                                                   self.task_depth), result.groups)
 
     def close(self) -> None:
         """The engine, the pool and the eval workflow (a gateway's server with env=agent), each once."""

@@ -24,7 +24,10 @@ def _number(value: Any, digits: int, scale: float = 1.0) -> str:
 
 
 # columns shown only when some row has the metric (an algorithm's own report, e.g. TrajEvolve's eval_labels)
-OPTIONAL_COLUMNS = [("Redundant", "trajevolve/redundant_step_fraction", 3, 1.0)]
+OPTIONAL_COLUMNS = [("Redundant", "trajevolve/redundant_step_fraction", 3, 1.0),
+                    # success by the length of the plan a task needs (evaluation/depth.py), where the env has an expert
+                    ("1 move", "success_depth_1", 3, 1.0), ("2 moves", "success_depth_2", 3, 1.0),
+                    ("3+ moves", "success_depth_3+", 3, 1.0)]
 
 
 def table_columns(descriptors: list[str], present: set[str] | None = None) -> list[tuple[str, str, int, float]]:

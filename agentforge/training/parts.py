@@ -63,6 +63,8 @@ class TrainerParts:
     held_out: HeldOut | None = None  # the reserved held-out sets the tasks above come from (tasks/held_out.py)
     streams: TrainingStreams | None = None  # what the training streams skip and record
     earlier_trained: set[str] | None = None  # a warm start's trained task digests, from its own run (model.init_from)
+    # a held-out task's solution length (evaluation/depth.py): evals split success by it; None without an expert
+    task_depth: Callable[[Task], int | None] | None = None
     # self-distillation's privileged context of a task (the env expert's solution), for an algorithm whose teacher is
     # the policy itself (algorithm=opd teacher=self); None otherwise
     privileged_context: Callable[[Task], str | None] | None = None

@@ -17,6 +17,7 @@ from typing import Any
 from agentforge.algorithms.diversity import diversity_summary
 from agentforge.cluster.placement import record_placement
 from agentforge.errors import AgentforgeError
+from agentforge.evaluation.depth import success_by_depth
 from agentforge.learner.batch import assign_advantages, policy_samples
 from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError
 from agentforge.reliability.closing import close_all
@@ -68,6 +69,7 @@ class Trainer:
         self.held_out, self.streams, self.earlier_trained = parts.held_out, parts.streams, parts.earlier_trained
         self.closers = parts.closers
         self.privileged_context = parts.privileged_context
+        self.task_depth = parts.task_depth
         self.checkpoints, self.tracker = parts.checkpoints, parts.tracker
         self.rewards, self.dynamic_sampling = parts.stack.ctx.rewards, parts.dynamic_sampling
         self.warm_starts, self.floor = parts.warm_start, parts.floor
@@ -157,6 +159,8 @@ class Trainer:
         groups = result.groups
         summary = {f"{split}/{k}": v for k, v in rollout_summary(groups, result.stats, result.metrics).items()}
         summary.update({f"{split}/{k}": v for k, v in diversity_summary(groups, self.eval_descriptors).items()})
+        if self.task_depth is not None:  # success by the length of the plan a task needs
+            summary.update({f"{split}/{k}": v for k, v in success_by_depth(groups, self.task_depth).items()})
         summary.update(self._clock_metrics())
         summary[f"time/{split}"] = time.perf_counter() - started
         history, outcomes = (self.test_history, self.test_outcomes) if split == "test" else \

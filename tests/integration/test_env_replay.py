@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from agentforge.envs.base import ENVS, Env, action_executable, make_env
+from agentforge.envs.base import ENVS, Env, action_executable, expert_for, make_env
 from agentforge.envs.replay import ReplayError, ReplayResult, replay
 from agentforge.envs.sokoban import ACTIONS, SokobanEnv, apply_action
 from agentforge.errors import ConfigError
 from agentforge.hosting.pool import LocalEnvPool, RayEnvPool, ensure_ray
-from agentforge.envs.base import expert_for
 from agentforge.types import StepResult, Task
 
 pytestmark = pytest.mark.integration
