@@ -6,12 +6,14 @@ the buckets 1, 2 and 3+ moves."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from agentforge.stats import wilson_interval
 from agentforge.types import Group, Task
 
 BUCKETS = ("1", "2", "3+")
+log = logging.getLogger("agentforge.depth")
 TaskDepth = Callable[[Task], "int | None"]
 
 
@@ -50,7 +52,12 @@ def expert_depth(expert: Callable[[Task, dict], list[str] | None], env_options: 
 
     def depth(task: Task) -> int | None:
         if task.key not in cache:
-            actions = expert(task, {**env_options, **dict(task.options)})
+            try:
+                actions = expert(task, {**env_options, **dict(task.options)})
+            except Exception as error:  # a diagnostic must not stop an eval: the task goes to `episodes_depth_none`
+                log.warning("the expert could not solve %s (%s); its episodes count as depth unknown",
+                            task.describe(), error)
+                actions = None
             cache[task.key] = len(actions) if actions else None
         return cache[task.key]
 
