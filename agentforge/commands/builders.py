@@ -240,10 +240,29 @@ def build_held_out(cfg: DictConfig, wanted: dict[str, int], seed_offsets: dict[s
     from agentforge.tracking.progress import console
 
     held_out, keyer = reserve_held_out(str(cfg.env.name), without_name(cfg.env), int(cfg.held_out.reserve), wanted,
-                                       seed_offsets)
+                                       seed_offsets, select=build_depth_selection(cfg))
     for line in held_out.describe():
         console.print(f"[yellow]{line}" if line == held_out.note else f"[dim]{line}", highlight=False)
     return held_out, keyer
+
+
+def build_depth_selection(cfg: DictConfig) -> Any:
+    """`held_out.min_depth` / `max_depth`: held-out tasks whose expert solution has that many moves (evaluation/
+    depth.py); None when neither is set. An env without an expert cannot be selected so: a clear error."""
+    low, high = cfg.held_out.get("min_depth"), cfg.held_out.get("max_depth")
+    if low is None and high is None:
+        return None
+    depth = build_task_depth(cfg)
+    if depth is None:
+        raise ConfigError(f"held_out.min_depth / max_depth select held-out tasks by their expert solution's length, "
+                          f"but env {cfg.env.name!r} has no single expert; leave them null")
+    low, high = int(low or 1), int(high) if high is not None else None
+
+    def select(task: Any) -> bool:
+        d = depth(task)
+        return d is not None and d >= low and (high is None or d <= high)
+
+    return select
 
 
 def build_training_streams(cfg: DictConfig, held_out: Any, keyer: Any) -> Any:

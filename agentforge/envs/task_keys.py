@@ -196,7 +196,7 @@ def task_keyer(env_name: str, env_options: dict[str, Any] | None = None,
 
 def reserve_held_out(env_name: str, env_options: dict[str, Any] | None, reserve: int = 256,
                      wanted: dict[str, int] | None = None, seed_offsets: dict[str, int] | None = None,
-                     use_cache: bool = True) -> tuple[Any, TaskKeyer | MixKeyer]:
+                     use_cache: bool = True, select: Any = None) -> tuple[Any, TaskKeyer | MixKeyer]:
     """A run's held-out splits by content (`agentforge.tasks.held_out.HeldOut`): test, then eval, each at least
     `reserve` distinct tasks (more where `wanted` asks), per member env for `env=mix`; and the keyer (the caller
     closes it: training streams key their tasks with it)."""
@@ -206,6 +206,6 @@ def reserve_held_out(env_name: str, env_options: dict[str, Any] | None, reserve:
     sizes = {split: max(int(reserve), int((wanted or {}).get(split, 0))) for split in ("test", "eval")}
     keyer = task_keyer(env_name, env_options, use_cache)
     held_out = build_held_out(task_envs(env_name, env_options), sizes, keyer.key, digest, keyer.keyed, keyer.note,
-                              seed_offsets)
+                              seed_offsets, select)
     keyer.save()
     return held_out, keyer

@@ -295,6 +295,9 @@ class EvalSchema:
 class HeldOutSchema:
     reserve: int = opt(256, "distinct tasks of each held-out split (test, then eval) that no training stream (RL, "
                        "curriculum, SFT, RFT) yields; an eval asking for more reserves more", ge=1)
+    min_depth: int | None = opt(None, "keep only held-out tasks whose expert solution has at least this many moves "
+                                "(e.g. 3: Sokoban rooms that need a plan); null: all", ge=1)
+    max_depth: int | None = opt(None, "and at most this many moves; null: no bound", ge=1)
 
 
 @dataclass

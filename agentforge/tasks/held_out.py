@@ -30,6 +30,7 @@ KeyFn = Callable[[Task], str]
 DigestFn = Callable[[str], str]
 HELD_OUT_SPLITS = ("test", "eval")  # built in this order: eval skips test's contents
 SCAN_FACTOR, SCAN_EXTRA = 4, 256  # seeds scanned for N distinct tasks: at most 4 N + 256 (a small split runs out)
+SELECT_FACTOR = 8  # a selection (held_out.min_depth) may keep one content in a few: scan that much further
 MAX_CONSECUTIVE_SKIPS = 20_000  # a training stream that draws only held-out content this long cannot go on
 
 
@@ -44,6 +45,7 @@ class HeldOutSet:
     scanned: int
     repeats: int = 0  # seeds whose content repeated one already in the set
     in_other_split: int = 0  # seeds whose content belongs to an earlier-built held-out split (eval: test's)
+    not_selected: int = 0  # distinct contents the selection left out (held_out.min_depth / max_depth)
 
     def first(self, count: int) -> list[Task]:
         return self.tasks[:count]
@@ -53,24 +55,27 @@ class HeldOutSet:
             f" (the split ran out of new content after {self.scanned} seeds)"
         return (f"{self.split}: {len(self.tasks)} distinct of {self.requested} requested{short}; "
                 f"{self.repeats} repeated seeds skipped" +
-                (f", {self.in_other_split} held out in test" if self.in_other_split else ""))
+                (f", {self.in_other_split} held out in test" if self.in_other_split else "") +
+                (f", {self.not_selected} outside the selection" if self.not_selected else ""))
 
     def to_json(self) -> dict[str, Any]:
         return {"requested": self.requested, "distinct": len(self.tasks), "seeds_scanned": self.scanned,
                 "repeats_skipped": self.repeats, "in_other_split_skipped": self.in_other_split,
+                "not_selected": self.not_selected,
                 "first_seed": self.tasks[0].seed if self.tasks else None,
                 "last_seed": self.tasks[-1].seed if self.tasks else None}
 
 
 def held_out_set(env: str, split: str, count: int, key: KeyFn, digest: DigestFn, seed_offset: int = 0,
-                 exclude: frozenset[str] = frozenset()) -> HeldOutSet:
-    """The first `count` distinct contents among `env`'s seeds of `split` from `seed_offset`, skipping `exclude`."""
+                 exclude: frozenset[str] = frozenset(), select: Callable[[Task], bool] | None = None) -> HeldOutSet:
+    """The first `count` distinct contents among `env`'s seeds of `split` from `seed_offset`, skipping `exclude`
+    and, with `select`, the contents it refuses (e.g. rooms whose solution is too short: `held_out.min_depth`)."""
     if split not in SPLIT_SEED_BASE or split == "train":
         raise ConfigError(f"held-out split {split!r}; valid: eval, test")
     seen: set[str] = set()
     out = HeldOutSet(split, [], [], count, 0)
     base = SPLIT_SEED_BASE[split] + seed_offset
-    limit = SCAN_FACTOR * count + SCAN_EXTRA
+    limit = (SCAN_FACTOR * count + SCAN_EXTRA) * (SELECT_FACTOR if select is not None else 1)
     while len(out.tasks) < count and out.scanned < limit:
         task = Task(env=env, seed=base + out.scanned, split=split)
         out.scanned += 1
@@ -79,6 +84,9 @@ def held_out_set(env: str, split: str, count: int, key: KeyFn, digest: DigestFn,
             out.repeats += 1
         elif fingerprint in exclude:
             out.in_other_split += 1
+        elif select is not None and not select(task):
+            seen.add(fingerprint)
+            out.not_selected += 1
         else:
             seen.add(fingerprint)
             out.tasks.append(task)
@@ -128,7 +136,8 @@ class HeldOut:
 
 
 def build_held_out(envs: list[str], sizes: dict[str, int], key: KeyFn, digest: DigestFn, keyed: bool = True,
-                   note: str | None = None, seed_offsets: dict[str, int] | None = None) -> HeldOut:
+                   note: str | None = None, seed_offsets: dict[str, int] | None = None,
+                   select: Callable[[Task], bool] | None = None) -> HeldOut:
     """Test first, then eval skipping test's contents: disjoint splits, and a test set independent of eval's size."""
     sets: dict[str, dict[str, HeldOutSet]] = {}
     taken: set[str] = set()
@@ -138,7 +147,7 @@ def build_held_out(envs: list[str], sizes: dict[str, int], key: KeyFn, digest: D
         sets[split] = {}
         for env in envs:
             found = held_out_set(env, split, int(sizes[split]), key, digest, (seed_offsets or {}).get(split, 0),
-                                 frozenset(taken))
+                                 frozenset(taken), select)
             sets[split][env] = found
         taken.update(d for found in sets[split].values() for d in found.digests)
     return HeldOut(sets, keyed, note)

@@ -44,3 +44,21 @@ def test_sokobans_depth_is_the_bfs_solvers_shortest_solution_and_eval_rows_show_
                                                     "success_depth_3+": 0.0}}]}
     header = eval_markdown(report).splitlines()[2]
     assert "| Invalid | 1 move | 3+ moves |" in header  # a bucket no task fell in has no column
+
+
+def test_held_out_sets_can_be_selected_by_how_long_a_plan_they_need():
+    from agentforge.commands.builders import build_held_out, build_task_depth
+    from agentforge.errors import ConfigError
+
+    cfg = compose_config(["command=eval", "recipe=debug", "env.dim_room=[6,6]", "held_out.reserve=12",
+                          "held_out.min_depth=3", "held_out.max_depth=8"])
+    held_out, keyer = build_held_out(cfg, {})
+    keyer.close()
+    depth = build_task_depth(cfg)
+    for split in ("test", "eval"):
+        tasks = held_out.tasks(split, 12)
+        assert len(tasks) == 12 and all(3 <= depth(t) <= 8 for t in tasks)
+        found = held_out.sets[split]["sokoban"]
+        assert found.not_selected > 0 and "outside the selection" in found.describe()
+    with pytest.raises(ConfigError, match="no single expert"):
+        build_held_out(compose_config(["command=eval", "recipe=debug", "env=textarena", "held_out.min_depth=3"]), {})
