@@ -27,16 +27,14 @@ import urllib.request
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentforge.errors import AgentforgeError
 from agentforge.rewards.stages import REWARD_STAGES, RewardStage
+from agentforge.schema.groups import JudgeRewardSchema
 from agentforge.types import Trajectory, Turn
 
 SCORE = re.compile(r"<score>\s*(-?\d+(?:\.\d+)?)\s*</score>", re.IGNORECASE)
-DEFAULT_RUBRIC = ("Judge whether the agent did what the task asked, efficiently and without pointless or harmful "
-                  "steps. 10: solved it well; 5: partly; 0: not at all.")
 SYSTEM = "You are a strict, fair judge of an agent's work. You give one score and nothing else."
 REQUEST = ("Rubric: {rubric}\n\nThe task, as first shown to the agent:\n{intro}\n\nThe agent's steps:\n{steps}\n\n"
            "{focus}Answer with a score from 0 to {scale:g} inside <score> </score>, e.g. <score>7</score>.")
@@ -55,35 +53,11 @@ class JudgeError(AgentforgeError):
     """A judge request that failed after its retries."""
 
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    endpoint: str = "engine"
-    model: str | None = None
-    api_key_env: str | None = None
-    rubric: str = DEFAULT_RUBRIC
-    scale: float = 10.0
-    weight: float = 1.0
-    mode: str = "add"
-    granularity: str = "episode"
-    max_tokens: int = 32
-    temperature: float = 0.0
-    timeout_s: float = 60.0
-    retries: int = 2
-    concurrency: int = 4
-    on_failure: str = "error"
-    cache_size: int = 10000
-
-    @classmethod
-    def from_schema(cls, schema: Any) -> JudgeSettings:
-        names = cls.__dataclass_fields__
-        return cls(**{name: getattr(schema, name) for name in names if hasattr(schema, name)})
-
-
 class HTTPJudge:
     """An OpenAI-compatible chat-completions endpoint, `concurrency` requests at a time (stdlib HTTP, no extra
     dependency)."""
 
-    def __init__(self, settings: JudgeSettings) -> None:
+    def __init__(self, settings: JudgeRewardSchema) -> None:
         self.url = settings.endpoint.rstrip("/") + "/chat/completions"
         self.settings = settings
         key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
@@ -112,7 +86,7 @@ class HTTPJudge:
 class EngineJudge:
     """The rollout engine's own model as the judge: the chat template applied once, greedy or sampled as set."""
 
-    def __init__(self, engine: Any, settings: JudgeSettings) -> None:
+    def __init__(self, engine: Any, settings: JudgeRewardSchema) -> None:
         self.engine, self.settings = engine, settings
 
     def complete(self, conversations: Sequence[Messages]) -> list[str | JudgeError]:
@@ -154,7 +128,7 @@ class JudgeReward(RewardStage):
 
     name = "judge"
 
-    def __init__(self, settings: JudgeSettings, client: JudgeClient) -> None:
+    def __init__(self, settings: JudgeRewardSchema, client: JudgeClient) -> None:
         self.settings, self.client = settings, client
         self.cache: OrderedDict[str, float] = OrderedDict()
 
@@ -261,8 +235,8 @@ def _key(messages: Messages) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
 
 
-def make_judge(settings: JudgeSettings, engine: Any = None,
-               client: Callable[[JudgeSettings], JudgeClient] | None = None) -> JudgeReward:
+def make_judge(settings: JudgeRewardSchema, engine: Any = None,
+               client: Callable[[JudgeRewardSchema], JudgeClient] | None = None) -> JudgeReward:
     """The judge stage for these settings: the engine's model (`endpoint: engine`) or an HTTP endpoint."""
     if client is not None:
         return JudgeReward(settings, client(settings))

@@ -27,9 +27,9 @@ class RewardPipeline:
 
         stages: list[RewardStage] = [InvalidActionPenalty(settings.invalid_penalty)]
         if settings.judge.enabled:
-            from agentforge.rewards.judge import JudgeSettings, make_judge
+            from agentforge.rewards.judge import make_judge
 
-            stages.append(make_judge(JudgeSettings.from_schema(settings.judge), engine))
+            stages.append(make_judge(settings.judge, engine))
         kl = settings.kl
         if kl.coef > 0:
             from agentforge.rewards.kl import KLInReward

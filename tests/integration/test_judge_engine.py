@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agentforge.engines import make_engine
-from agentforge.rewards.judge import JudgeError, JudgeSettings, make_judge
+from agentforge.rewards.judge import JudgeError, make_judge
+from agentforge.schema.groups import JudgeRewardSchema
 from agentforge.types import Task, Trajectory, Turn
 
 
@@ -21,14 +22,14 @@ def test_the_engine_judges_through_its_chat_template_and_a_missing_score_is_a_co
         turns = [Turn(prompt_ids=[1], response_ids=[2], logprobs=[-1.0], forced_mask=[False], response_text="",
                       action="right", valid=True, reward=1.0, env_reward=1.0, anchor="a", observation="a room")]
         kept = Trajectory(task=Task(env="sokoban", seed=0), rollout_index=0, turns=turns)
-        settings = JudgeSettings(endpoint="engine", retries=1, max_tokens=6, on_failure="keep_env_reward")
+        settings = JudgeRewardSchema(endpoint="engine", retries=1, max_tokens=6, on_failure="keep_env_reward")
         metrics = make_judge(settings, engine).score_episodes([kept])
         assert len(calls) == 2 and calls[0][1].max_new_tokens == 6  # the first try and one retry
         prompt = engine.tokenizer.decode(calls[0][0][0])
         assert "a strict, fair judge" in prompt and "did: right" in prompt and prompt.rstrip().endswith("assistant")
         assert metrics["judge/failed_episodes"] == 1 and kept.turns[0].reward == 1.0 and kept.meta["judge"] == "failed"
         with pytest.raises(JudgeError, match="no score"):
-            make_judge(JudgeSettings(endpoint="engine", retries=0, max_tokens=4), engine).score_episodes(
+            make_judge(JudgeRewardSchema(endpoint="engine", retries=0, max_tokens=4), engine).score_episodes(
                 [Trajectory(task=Task(env="sokoban", seed=1), rollout_index=0, turns=turns)])
     finally:
         engine.close()

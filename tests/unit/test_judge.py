@@ -15,7 +15,7 @@ import pytest
 
 from agentforge.errors import AgentforgeError
 from agentforge.rewards import RewardPipeline
-from agentforge.rewards.judge import JudgeError, JudgeSettings, make_judge, parse_score
+from agentforge.rewards.judge import JudgeError, make_judge, parse_score
 from agentforge.schema.compose import compose_config
 from agentforge.schema.groups import JudgeRewardSchema, RewardSchema
 from agentforge.types import Task, Trajectory, Turn
@@ -81,7 +81,7 @@ def episode(actions: list[str], env_rewards: list[float], seed: int = 0) -> Traj
 
 def test_an_episode_score_lands_on_its_last_turn_beside_the_env_reward(serve):
     server = serve(moves_right)
-    judge = make_judge(JudgeSettings(endpoint=server.url, weight=2.0))
+    judge = make_judge(JudgeRewardSchema(endpoint=server.url, weight=2.0))
     a, b = episode(["right", "right", "up"], [0.0, 0.0, 1.0]), episode(["left"], [0.0], seed=1)
     metrics = judge.score_episodes([a, b])
     assert [t.reward for t in a.turns] == [0.0, 0.0, pytest.approx(1.0 + 2.0 * 2 / 10)]
@@ -97,7 +97,7 @@ def test_an_episode_score_lands_on_its_last_turn_beside_the_env_reward(serve):
 def test_per_turn_judgments_replace_the_env_reward_turn_by_turn(serve):
     server = serve(lambda body, headers: "<score>10</score>" if "step 2" in body["messages"][1]["content"].split(
         "Score only")[-1] else "<score>5</score>")
-    judge = make_judge(JudgeSettings(endpoint=server.url, mode="replace", granularity="turn"))
+    judge = make_judge(JudgeRewardSchema(endpoint=server.url, mode="replace", granularity="turn"))
     a = episode(["right", "up"], [0.3, 1.0])
     a.turns[0].reward = 0.3 - 0.1  # the invalid-action penalty, applied before: it stays
     judge.score_episodes([a])
@@ -108,7 +108,7 @@ def test_per_turn_judgments_replace_the_env_reward_turn_by_turn(serve):
 
 def test_answers_are_cached_by_request_and_the_cache_is_checkpointed(serve):
     server = serve(moves_right)
-    settings = JudgeSettings(endpoint=server.url)
+    settings = JudgeRewardSchema(endpoint=server.url)
     judge = make_judge(settings)
     judge.score_episodes([episode(["right"], [0.0])])
     again = episode(["right"], [0.0])
@@ -123,30 +123,31 @@ def test_answers_are_cached_by_request_and_the_cache_is_checkpointed(serve):
 def test_an_answer_without_a_score_is_asked_again(serve):
     answers = iter(["I think it went well", "<score>11</score>", "<score>4</score>"])
     server = serve(lambda body, headers: next(answers))
-    metrics = make_judge(JudgeSettings(endpoint=server.url, retries=2)).score_episodes([episode(["up"], [0.0])])
+    metrics = make_judge(JudgeRewardSchema(endpoint=server.url, retries=2)).score_episodes([episode(["up"], [0.0])])
     assert len(server.requests) == 3 and metrics["judge/score_mean"] == pytest.approx(0.4)
     assert parse_score("<SCORE> 7.5 </score>", 10) == 7.5 and parse_score("<score>-1</score>", 10) is None
 
 
 def test_a_judge_that_fails_stops_the_run_or_leaves_the_env_reward_counted(serve):
     server = serve(lambda body, headers: time.sleep(1.0) or "<score>9</score>")
-    failing = JudgeSettings(endpoint=server.url, timeout_s=0.3, retries=1)
+    failing = JudgeRewardSchema(endpoint=server.url, timeout_s=0.3, retries=1)
     with pytest.raises(JudgeError, match=r"gave no score for 1 episode.*keep_env_reward"):
         make_judge(failing).score_episodes([episode(["right"], [1.0])])
     kept = episode(["right"], [1.0])
-    metrics = make_judge(JudgeSettings(**{**failing.__dict__, "on_failure": "keep_env_reward"})).score_episodes(
+    metrics = make_judge(JudgeRewardSchema(**{**failing.__dict__, "on_failure": "keep_env_reward"})).score_episodes(
         [kept])
     assert kept.turns[0].reward == 1.0 and kept.meta["judge"] == "failed" and metrics["judge/failed_episodes"] == 1
     with pytest.raises(JudgeError, match="URLError|ConnectionRefused"):
-        make_judge(JudgeSettings(endpoint="http://127.0.0.1:9/v1", retries=0)).score_episodes([episode(["up"], [0])])
+        unreachable = JudgeRewardSchema(endpoint="http://127.0.0.1:9/v1", retries=0)
+        make_judge(unreachable).score_episodes([episode(["up"], [0])])
 
 
 def test_the_api_key_comes_from_the_environment_never_the_config(serve, monkeypatch):
     server = serve(moves_right)
     with pytest.raises(AgentforgeError, match="JUDGE_KEY.*not set"):
-        make_judge(JudgeSettings(endpoint=server.url, api_key_env="JUDGE_KEY"))
+        make_judge(JudgeRewardSchema(endpoint=server.url, api_key_env="JUDGE_KEY"))
     monkeypatch.setenv("JUDGE_KEY", "sk-test")
-    make_judge(JudgeSettings(endpoint=server.url, api_key_env="JUDGE_KEY", model="judge-1")).score_episodes(
+    make_judge(JudgeRewardSchema(endpoint=server.url, api_key_env="JUDGE_KEY", model="judge-1")).score_episodes(
         [episode(["right"], [0.0])])
     _, body, headers = server.requests[0]
     assert headers["Authorization"] == "Bearer sk-test" and body["model"] == "judge-1"
@@ -166,4 +167,4 @@ def test_the_reward_group_turns_the_judge_on_after_the_penalty_for_every_command
         "invalid_action"]
     with pytest.raises(AgentforgeError, match="endpoint=engine needs the rollout engine"):
         RewardPipeline.from_settings(RewardSchema(judge=JudgeRewardSchema(enabled=True)))
-    assert re.search(r"Judge whether", JudgeSettings().rubric)
+    assert re.search(r"Judge whether", JudgeRewardSchema().rubric)
