@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -18,12 +16,12 @@ from agentforge.commands.builders import (
     without_name,
 )
 from agentforge.commands.preflight import preflight
+from agentforge.commands.trained_model import finish, save_trained_model, step_logger
 from agentforge.learner import Learner, LearnerConfig
-from agentforge.tasks.held_out import earlier_training, run_record, write_record
+from agentforge.reliability.closing import close_all
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
 from agentforge.training.rft import check_rft_config, rft_dataset, rft_steps, run_rft_epochs
-from agentforge.training.sft import save_full_model
 
 
 def run_rft(cfg: DictConfig, checked: bool = False) -> dict[str, Any]:
@@ -48,23 +46,11 @@ def run_rft(cfg: DictConfig, checked: bool = False) -> dict[str, Any]:
         console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
         learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
         closers.insert(0, learner.close)
-
-        def on_step(step: int, metrics: dict[str, float]) -> None:
-            tracker.log(step, {f"rft/{k}": v for k, v in metrics.items()})
-            console.print(f"rft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
-
-        done = run_rft_epochs(cfg.rft, int(cfg.seed), learner, data, on_step)
-        out_dir = Path(cfg.rft.output) if cfg.rft.get("output") else run_dir / "model"
-        save_full_model(spec, learner.export_weights(), out_dir)
-        earlier = earlier_training(cfg.model.get("init_from"))
-        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
-    finally:
-        for close in closers:  # the learner, the rollout stack (a gateway's server too), the tracker, the keyer
-            close()
-    summary = {"model": str(out_dir), "steps": done, **data.summary}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"RFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
-    return summary
+        done = run_rft_epochs(cfg.rft, int(cfg.seed), learner, data, step_logger(tracker, "rft", steps))
+        out_dir = save_trained_model(cfg, "rft", spec, learner.export_weights(), run_dir, held_out, streams)
+    finally:  # the learner, the rollout stack (a gateway's server too), the tracker, the keyer
+        close_all(closers)
+    return finish(run_dir, "rft", {"model": str(out_dir), "steps": done, **data.summary})
 
 
 def _print_progress(done: int, total: int, stats: Any) -> None:

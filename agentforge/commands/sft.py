@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -17,13 +15,14 @@ from agentforge.commands.builders import (
     plain,
     prepare_run_dir,
 )
+from agentforge.commands.trained_model import finish, save_trained_model, step_logger
 from agentforge.learner import Learner, LearnerConfig
 from agentforge.models.loading import load_tokenizer
-from agentforge.tasks.held_out import earlier_training, run_record, write_record
+from agentforge.reliability.closing import close_all
 from agentforge.tracking.plotting import SFT_PANELS, plot_training_curves
 from agentforge.tracking.progress import console
 from agentforge.tracking.tracker import RunTracker
-from agentforge.training.sft import epoch_steps, expert_dataset, run_sft_epochs, save_full_model
+from agentforge.training.sft import epoch_steps, expert_dataset, run_sft_epochs
 
 
 def run_sft(cfg: DictConfig) -> dict[str, Any]:
@@ -42,22 +41,11 @@ def run_sft(cfg: DictConfig) -> dict[str, Any]:
     learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
     tracker = RunTracker(run_dir, {**plain(cfg.logger), "wandb": False}, plain(cfg), resume=False)
 
-    def on_step(step: int, metrics: dict[str, float]) -> None:
-        tracker.log(step, {f"sft/{k}": v for k, v in metrics.items()})
-        console.print(f"sft step {step}/{steps} loss {metrics.get('loss', float('nan')):.4f}")
-
     try:
-        done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, on_step)
-        out_dir = Path(cfg.sft.output) if cfg.sft.get("output") else run_dir / "model"
-        save_full_model(spec, learner.export_weights(), out_dir)
-        earlier = earlier_training(cfg.model.get("init_from"))
-        write_record((run_dir, out_dir), run_record(held_out, streams, {}, earlier))
+        done = run_sft_epochs(cfg.sft, int(cfg.seed), learner, data, step_logger(tracker, "sft", steps))
+        out_dir = save_trained_model(cfg, "sft", spec, learner.export_weights(), run_dir, held_out, streams)
     finally:
-        tracker.close()
-        learner.close()
+        close_all([tracker.close, learner.close])
     plot_training_curves(run_dir / "metrics.jsonl", run_dir / "sft_curve.png", f"SFT {cfg.env.name} {spec.name}",
                          panels=SFT_PANELS)
-    summary = {"model": str(out_dir), "trajectories": len(data), "steps": done}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"SFT model: {out_dir}\nuse it with: agentforge train recipe=... model.init_from={out_dir}")
-    return summary
+    return finish(run_dir, "sft", {"model": str(out_dir), "trajectories": len(data), "steps": done})
