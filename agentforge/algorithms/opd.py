@@ -102,8 +102,7 @@ class OPD(Algorithm):
             k = turn_index[id(owner)]
             response = reverse_kl_advantages(teacher, s.old_logprobs[p:], mask, float(outcome[k]),
                                              float(self.config.reward_weight), float(self.config.clamp))
-            s.token_advantages = np.concatenate([np.zeros(p, np.float32), response])
-            s.advantage = float(response[mask].mean()) if mask.any() else 0.0
+            s.set_token_targets(response)
             per_turn[k] = s.advantage
             gaps.append((np.asarray(teacher, np.float64) - s.old_logprobs[p:])[mask])
         gap = np.concatenate(gaps) if gaps else np.zeros(0)

@@ -62,12 +62,8 @@ class PPO(Algorithm):
                         bool(self.config.normalize), str(self.config.level))
         per_sample = np.zeros(len(samples))
         for i, s in enumerate(samples):
-            p, mask = s.prompt_len, s.loss_mask[s.prompt_len:]
-            s.token_advantages = np.concatenate([np.zeros(p, np.float32), _on_response(mask, gae.advantages[i])])
-            s.returns = np.concatenate([np.zeros(p, np.float32), _on_response(mask, gae.returns[i])])
-            s.old_values = np.concatenate([np.zeros(p, np.float32), np.asarray(values[i], np.float32)])
-            per_sample[i] = float(gae.advantages[i].mean()) if gae.advantages[i].size else 0.0
-            s.advantage = per_sample[i]
+            s.set_token_targets(gae.advantages[i], gae.returns[i], values[i])
+            per_sample[i] = s.advantage
         by_owner = {id(o): i for i, o in enumerate(owners)}
         flat = np.concatenate(gae.advantages) if samples else np.zeros(0)
         self.last_metrics = {"adv_mean": float(flat.mean()) if flat.size else 0.0,
@@ -79,9 +75,3 @@ class PPO(Algorithm):
         raise AgentforgeError("ppo's advantages need the critic's values of the sampled tokens: the trainer calls "
                               "token_advantages(samples, owners, groups, values), not advantages(groups)")
 
-
-def _on_response(mask: np.ndarray, loss_values: np.ndarray) -> np.ndarray:
-    """Per-loss-token values spread onto the response (0 on forced tokens)."""
-    out = np.zeros(len(mask), np.float32)
-    out[mask] = loss_values
-    return out

@@ -81,6 +81,32 @@ class TurnSample:
             return self.token_advantages[self.prompt_len:]
         return np.full(self.length - self.prompt_len, self.advantage, np.float32)
 
+    def set_token_targets(self, advantages: np.ndarray, returns: np.ndarray | None = None,
+                          old_values: np.ndarray | None = None) -> None:
+        """Token-level advantages (a critic's returns and values beside, if any), each given per response token or
+        per loss token (spread onto the response, 0 on forced tokens); the prompt gets 0, and `advantage` becomes
+        the mean over the loss tokens (the turn's figure in trajectory records)."""
+        self.token_advantages = self._aligned("token advantages", advantages)
+        if returns is not None:
+            self.returns = self._aligned("returns", returns)
+        if old_values is not None:
+            self.old_values = self._aligned("old values", old_values)
+        on_loss = self.token_advantages[self.loss_mask]
+        self.advantage = float(on_loss.mean()) if on_loss.size else 0.0
+
+    def _aligned(self, name: str, values: np.ndarray) -> np.ndarray:
+        values = np.asarray(values, np.float32)
+        mask = self.loss_mask[self.prompt_len:]
+        if len(values) == len(mask):
+            response = values
+        elif len(values) == int(mask.sum()):
+            response = np.zeros(len(mask), np.float32)
+            response[mask] = values
+        else:
+            raise ValueError(f"{len(values)} {name} for a turn of {len(mask)} response tokens ({int(mask.sum())} "
+                             "with loss); give one per response token or one per loss token")
+        return np.concatenate([np.zeros(self.prompt_len, np.float32), response])
+
     def has_signal(self) -> bool:
         """Whether any loss token has a non-zero advantage (a sample without adds exactly 0 to the policy loss)."""
         if self.token_advantages is None:

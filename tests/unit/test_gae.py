@@ -131,3 +131,18 @@ def test_the_turn_level_reads_each_turns_last_value_and_gives_its_tokens_one_adv
     np.testing.assert_allclose(returns[1], [a2 + 0.5] * 3, atol=1e-6)
     with pytest.raises(ConfigError, match="level"):
         make_algorithm({"name": "ppo", "level": "sentence"})
+
+
+def test_token_targets_given_per_loss_token_are_spread_onto_the_response_and_the_turn_gets_their_mean():
+    from agentforge.learner.batch import TurnSample
+
+    sample = TurnSample(input_ids=np.arange(6), loss_mask=np.array([0, 0, 1, 0, 1, 1], bool),
+                        old_logprobs=np.zeros(6), advantage=9.0, prompt_len=2)
+    sample.set_token_targets(np.array([1.0, 2.0, 3.0]), returns=np.array([4.0, 5.0, 6.0]),
+                             old_values=np.array([0.5, 0.5, 0.5, 0.5]))  # values: one per response token
+    assert sample.token_advantages.tolist() == [0, 0, 1, 0, 2, 3]
+    assert sample.returns.tolist() == [0, 0, 4, 0, 5, 6]
+    assert sample.old_values.tolist() == [0, 0, 0.5, 0.5, 0.5, 0.5]
+    assert sample.advantage == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="one per response token or one per loss token"):
+        sample.set_token_targets(np.ones(2))
