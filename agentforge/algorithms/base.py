@@ -59,6 +59,11 @@ class Algorithm:
     # advantages compare the rollouts of one task's group: a group of one learns nothing (trainer.group_size >= 2)
     group_relative: ClassVar[bool] = False
 
+    @property
+    def teacher_is_self(self) -> bool:
+        """Self-distillation: the policy's own weights under a privileged context are the teacher (opd teacher=self)."""
+        return False
+
     def __init__(self, **options: Any) -> None:
         self.config = _build_config(self.config_class, options, self.name or type(self).__name__)
         self.last_metrics: dict[str, float] = {}

@@ -134,8 +134,7 @@ def build_trainer(cfg: DictConfig, checked: bool = False) -> Trainer:
                                  settings.seed, lambda: stack.workflow("rollout")) if modes else None,
             floor=random_floor_player(cfg, settings),
             task_depth=build_task_depth(cfg),
-            privileged_context=build_privileged_context(cfg) if getattr(algorithm, "teacher_is_self", False)
-            else None,
+            privileged_context=build_privileged_context(cfg) if algorithm.teacher_is_self else None,
         )
         trainer = Trainer(settings, parts)
         started.pop_all()  # from here the trainer closes them (Trainer.close)

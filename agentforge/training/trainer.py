@@ -18,7 +18,7 @@ from agentforge.algorithms.diversity import diversity_summary
 from agentforge.cluster.placement import record_placement
 from agentforge.errors import AgentforgeError
 from agentforge.evaluation.depth import success_by_depth
-from agentforge.learner.batch import assign_advantages, policy_samples
+from agentforge.learner.batch import policy_samples
 from agentforge.reliability.checkpoint import Checkpoint, CheckpointMismatchError
 from agentforge.reliability.closing import close_all
 from agentforge.reliability.interrupt import Preempted, critical, preemption_requested
@@ -26,6 +26,7 @@ from agentforge.reliability.safe_state import set_rng_state
 from agentforge.rollout.metrics import episode_outcomes, rollout_summary
 from agentforge.tasks import iteration_seed
 from agentforge.tracking.progress import TrainProgress, console
+from agentforge.training.advantages import compute_advantages
 from agentforge.training.asynchronous import (
     PlayedBatch,
     RolloutProducer,
@@ -256,19 +257,9 @@ class Trainer:
         t_prepare = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        span_advantages = None
-        scoring: dict[str, float] = {}
-        if self.algorithm.needs_values or self.algorithm.needs_teacher:
-            # per-token advantages from a critic's values (and the critic's targets) or a teacher's log-probs
-            t_score = time.perf_counter()
-            per_token, privileged = self._token_scores(samples, owners, groups)
-            scoring = {"time/teacher" if self.algorithm.needs_teacher else "time/critic_values":
-                       time.perf_counter() - t_score, **privileged}
-            advantages = self.algorithm.token_advantages(samples, owners, groups, per_token)
-        else:
-            advantages = self.algorithm.advantages(groups)
-            span_advantages = self.algorithm.span_advantages(groups)
-            assign_advantages(samples, owners, groups, advantages, span_advantages, name)
+        computed = compute_advantages(self.algorithm, self.learner, samples, owners, groups, name,
+                                      self.privileged_context, self.ctx.tokenizer)
+        advantages, span_advantages, scoring = computed.per_turn, computed.spans, computed.metrics
         t_adv = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -474,23 +465,6 @@ class Trainer:
         except Exception as error:  # a reference row must not fail a finished run
             log.warning("the random floor could not be played: %s", error)
         return None
-
-    def _token_scores(self, samples: list, owners: list, groups: list) -> tuple[list, dict[str, float]]:
-        """What a per-token algorithm reads: the critic's values, the teacher's log-probs, or (self-distillation)
-        the policy's own log-probs behind the privileged context."""
-        if not samples:
-            return [], {}
-        if self.algorithm.needs_values:
-            return self.learner.compute_values(samples), {}
-        if getattr(self.algorithm, "teacher_is_self", False):
-            from agentforge.training.privileged import privileged_samples
-
-            if self.privileged_context is None:
-                raise AgentforgeError("self-distillation needs the env expert's privileged context; build the "
-                                      "trainer with build_trainer (it adds it for algorithm=opd teacher=self)")
-            shown, share = privileged_samples(samples, owners, groups, self.privileged_context, self.ctx.tokenizer)
-            return self.learner.compute_logprobs(shown), {"train/privileged_fraction": share}
-        return self.learner.compute_teacher_logprobs(samples), {}
 
     def close(self) -> None:
         if self.producer is not None:
