@@ -222,6 +222,8 @@ class TrainerSchema:
                           "content, disjoint from eval and training): the run's claim; 0: none", ge=0)
     eval_group_size: int = opt(1, "rollouts per eval task", ge=1)
     eval_temperature: float = opt(0.4, "eval sampling temperature", ge=0)
+    closing_hint: str | None = opt(None, "a line printed after the run's plain verdict (the demo points to the "
+                                   "showcase recipe)")
     eval_floor: bool = opt(True, "add the random floor (a uniformly random admissible action on the eval tasks) "
                            "to the summary and a paired verdict against it")
     checkpoint_every: int = opt(5, "iterations between checkpoints (0: none)", ge=0)

@@ -15,6 +15,7 @@ from agentforge.evaluation.summary import eval_row, floor_row, run_verdicts, sum
 from agentforge.tasks.held_out import summary_record
 from agentforge.tracking.plotting import plot_training_curves
 from agentforge.tracking.progress import console
+from agentforge.training.plain_verdict import plain_verdict
 
 
 @dataclass
@@ -67,11 +68,12 @@ def split_report(split: str, history: dict[str, dict[str, float]], outcomes: dic
 def final_report(run_dir: Path, title: str, history: dict[str, dict[str, float]],
                  eval_outcomes: dict[str, dict[str, list[bool]]], floor: dict[str, list[bool]] | None,
                  untrained: list[int], untrained_line: str | None, test: TestEvals | None = None,
-                 held_out: dict[str, Any] | None = None) -> dict[str, Any]:
+                 held_out: dict[str, Any] | None = None, method: str = "RL", warm_started: bool = False,
+                 closing_hint: str | None = None) -> dict[str, Any]:
     """Plot, print and write the run's summary: each eval as a row (the model as given, each iteration, the random
     floor), the verdicts between them on the same tasks, for the eval split (choosing) and, when the run has one,
     the test split (the claim); the held-out record (sizes, skips, overlap measured); the iterations that trained
-    nothing."""
+    nothing; then three plain lines on the claim split (shipped, warm start, RL) and the recipe's `closing_hint`."""
     floor_rate = floor_row(floor)["success"] if floor else None
     plot = plot_training_curves(run_dir / "metrics.jsonl", run_dir / "training_curves.png", title, floor=floor_rate)
     summary: dict[str, Any] = {"run_dir": str(run_dir), "plot": str(plot)}
@@ -100,6 +102,16 @@ def final_report(run_dir: Path, title: str, history: dict[str, dict[str, float]]
     if untrained_line:
         summary["untrained_iterations"] = list(untrained)
         console.print(f"[bold red]{untrained_line}", highlight=False)
+    claim = ("test", test.outcomes, test.floor) if summary["claim_split"] == "test" and test is not None else \
+        ("eval", eval_outcomes, floor)
+    plain = plain_verdict(*claim, method=method, warm_start=warm_started)
+    if plain:
+        summary["plain_verdict"] = plain
+        console.print(f"\n[bold]What this run shows[/] (the {claim[0]} split):", highlight=False)
+        for line in plain:
+            console.print(f"  {line}", highlight=False)
+    if closing_hint:
+        console.print(f"  {closing_hint}", highlight=False)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"run dir: {run_dir}\ncurves: {plot}\ntrajectories: {view_hint(run_dir)}",
                   soft_wrap=True)  # paths to copy: never folded

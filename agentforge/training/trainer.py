@@ -438,7 +438,8 @@ class Trainer:
         record = self._held_out_record()
         return final_report(self.run_dir, self.settings.title, self.history, self.eval_outcomes, floor,
                             list(self.updates.untrained), self.updates.summary_line(self.tcfg.iterations), test,
-                            record)
+                            record, method=self.algorithm.name, warm_started=self.warm_starts is not None,
+                            closing_hint=self.tcfg.closing_hint)
 
     def _held_out_record(self) -> dict[str, Any] | None:
         """How the held-out sets were built, what training skipped, and the overlap measured (held_out.json)."""
