@@ -106,6 +106,8 @@ class LossRole(str, Enum):
     advantage. REASONING: reasoning regenerated for a fixed action (TrajEvolve), trained with its turn's advantage;
     the fixed action's tokens are forced. NOT_TRAINED: generated but never trained (a judgment, a discarded turn).
     FORCED: tokens put in place without sampling (a fixed action, a scripted turn): no loss.
+    SUMMARY: the policy's summary of its earlier turns (`agent.history=summary`), trained with the advantage of the
+    env turn that follows it (its `turn_index`), whatever the algorithm.
     """
 
     ACTION = "action"
@@ -113,10 +115,16 @@ class LossRole(str, Enum):
     REASONING = "reasoning"
     NOT_TRAINED = "not_trained"
     FORCED = "forced"
+    SUMMARY = "summary"
 
     @property
     def trained(self) -> bool:
-        return self in (LossRole.ACTION, LossRole.STRATEGY, LossRole.REASONING)
+        return self in (LossRole.ACTION, LossRole.STRATEGY, LossRole.REASONING, LossRole.SUMMARY)
+
+    @property
+    def takes_turn_advantage(self) -> bool:
+        """A span trained with its env turn's advantage, not one the algorithm's `span_advantages` gives."""
+        return self is LossRole.SUMMARY
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
 from agentforge.errors import ConfigError, PromptTooLongError
+from agentforge.schema.groups import SummarySchema
 from agentforge.types import Observation, SamplingConfig, Task
 
 
@@ -21,7 +22,7 @@ class AgentConfig:
     """How episodes are played. `execute_relaxed`: act on actions found by the relaxed parser (still penalised)."""
 
     max_turns: int = 10
-    history: str = "window"  # window (the last history_length steps in each prompt) | conversation
+    history: str = "window"  # window (the last history_length steps in each prompt) | conversation | summary
     history_length: int = 2
     execute_relaxed: bool = True
     few_shot: bool = False
@@ -29,18 +30,29 @@ class AgentConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     schedule: str = "lockstep"  # lockstep | per_episode (agentforge.rollout.per_episode)
     straggler_wait: float = 1.0  # per_episode: a call waits for episodes at their env step, × the last call's time
+    summary: SummarySchema = field(default_factory=SummarySchema)  # history=summary: when and how it summarises
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
             raise ConfigError(f"agent.history={self.history!r} is not a history mode; choose one of "
                               f"{', '.join(HISTORY_MODES)}")
+        if isinstance(self.summary, dict):
+            self.summary = SummarySchema(**self.summary)
+        if self.summarises and self.schedule == "per_episode":
+            raise ConfigError("agent.history=summary generates its summaries between lockstep turns; "
+                              "agent.schedule=per_episode is not built for it: set agent.schedule=lockstep")
 
     @property
     def conversation(self) -> bool:
-        return self.history == "conversation"
+        """Each prompt extends the last (conversation, and summary between its summaries)."""
+        return self.history in ("conversation", "summary")
+
+    @property
+    def summarises(self) -> bool:
+        return self.history == "summary"
 
 
-HISTORY_MODES = ("window", "conversation")
+HISTORY_MODES = ("window", "conversation", "summary")
 
 
 def render_turn_prompt(
@@ -85,12 +97,48 @@ def conversation_prompt(
     history: list[HistoryEntry],
     step: int,
     error: str = "",
+    instruction: str = "",
 ) -> list[int]:
     """A later turn's prompt in a conversation (`agent.history=conversation`): the previous turn's prompt ids, the
     ids it sampled, then the env's reply (`template.reply`) in the chat template's pieces. Nothing before the reply
     is encoded again, so each prompt extends the last one token for token (and the learner can share its prefix).
-    `error`: why the last response was not executed (said in the reply)."""
+    `error`: why the last response was not executed (said in the reply); `instruction`: added after the reply (the
+    request for a summary, `agent.history=summary`)."""
     intro = history[0].observation if history else observation.text
     reply = template.reply(observation, history, step, intro, error)
+    if instruction:
+        reply = f"{reply}\n\n{instruction}"
     return [*map(int, previous_prompt), *map(int, previous_response),
             *continuation_ids(tokenizer, list(previous_response), reply)]
+
+
+SUMMARY_NOTE = "Your summary of your earlier turns:\n{summary}"
+
+
+def after_summary_prompt(
+    template: PromptTemplate,
+    tokenizer: Any,
+    observation: Observation,
+    history: list[HistoryEntry],
+    step: int,
+    summary_ids: Sequence[int],
+    notes: Sequence[str] = (),
+) -> list[int]:
+    """The prompt after the policy summarised (`agent.history=summary`): the system prompt and the turn as its first
+    prompt shows it, with no history but the summary on top. The summary is the policy's own sampled ids, put in
+    as they are (its closing stop token left out), never decoded and encoded again: the learner trains on the ids
+    the engine saw."""
+    from agentforge.agent.chat import SENTINEL
+    from agentforge.models.control_text import control_text
+
+    text = control_text(tokenizer)
+    intro = history[0].observation if history else observation.text
+    messages = template.messages(observation, [], step, False, intro, [SUMMARY_NOTE.format(summary=SENTINEL),
+                                                                       *notes])
+    escaped = [{**m, "content": text.escape(str(m.get("content") or ""))} for m in messages]
+    rendered = tokenizer.apply_chat_template(escaped, tokenize=False, add_generation_prompt=True)
+    before, after = rendered.split(SENTINEL)
+    ids = [int(t) for t in summary_ids]
+    if ids and ids[-1] in set(tokenizer.all_special_ids):
+        ids = ids[:-1]
+    return [*text.encode_marked(before), *ids, *text.encode_marked(after)]

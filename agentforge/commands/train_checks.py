@@ -43,6 +43,22 @@ def check_token_budget(cfg: DictConfig) -> None:
         )
 
 
+def check_summaries(cfg: DictConfig) -> None:
+    """`agent.history=summary` trains each summary with the advantage of the turn after it: a per-turn advantage. An
+    algorithm that gives per-token advantages (a critic's GAE, a teacher's log-probs) has none for it."""
+    agent = cfg.agent
+    if agent.get("history") == "summary" and agent.get("schedule") == "per_episode":
+        raise ConfigError("agent.history=summary generates its summaries between lockstep turns; "
+                          "agent.schedule=per_episode is not built for it: set agent.schedule=lockstep")
+    if agent.get("history") != "summary" or not bool(agent.get("summary", {}).get("train", True)):
+        return
+    for flag, what in (("needs_values", "a critic's per-token GAE"), ("needs_teacher", "a teacher's log-probs")):
+        if algorithm_class_says(cfg, flag):
+            raise ConfigError(f"agent.history=summary trains summaries with their next turn's advantage, but "
+                              f"algorithm {cfg.algorithm.name!r} gives per-token advantages ({what}); set "
+                              "agent.summary.train=false (summaries masked) or use a per-turn algorithm")
+
+
 def check_algorithm_run(cfg: DictConfig) -> None:
     make_algorithm(cfg.algorithm).check_run(
         {key: OmegaConf.to_container(cfg[key], resolve=True)
@@ -295,4 +311,5 @@ def foreign_run(path: Path) -> str | None:
 
 # The training loop's multi-key checks, each run on its own so that all their problems are reported at once.
 TRAIN_CHECKS = [check_group_size, check_ranks_divide_the_batch, check_token_budget, check_sampling_for_training,
-                check_algorithm_run, check_run_learner, check_dynamic_sampling, check_warm_start, check_asynchronous]
+                check_summaries, check_algorithm_run, check_run_learner, check_dynamic_sampling, check_warm_start,
+                check_asynchronous]

@@ -168,18 +168,32 @@ def iter_trained_spans(groups: Sequence[Group]) -> Iterator[Span]:
     order of `Algorithm.span_advantages`."""
     for group in groups:
         for trajectory in group.trajectories:
-            yield from (span for span in trajectory.spans if LossRole(span.role).trained)
+            yield from (span for span in trajectory.spans
+                        if LossRole(span.role).trained and not LossRole(span.role).takes_turn_advantage)
+
+
+def iter_turn_spans(groups: Sequence[Group]) -> Iterator[tuple[Span, Turn]]:
+    """Trained spans that take the advantage of an env turn (summaries: the turn that follows them), with that turn
+    (the episode's last when it ended before the turn came)."""
+    for group in groups:
+        for trajectory in group.trajectories:
+            for span in trajectory.spans:
+                if LossRole(span.role).takes_turn_advantage and trajectory.turns:
+                    index = min(int(span.turn_index or 0), len(trajectory.turns) - 1)
+                    yield span, trajectory.turns[index]
 
 
 def policy_samples(groups: Sequence[Group], algorithm: str = "the algorithm"
                    ) -> tuple[list[TurnSample], list[Turn | Span]]:
     """Samples for a policy step *before* advantages are known (advantage 0), with the turn or span each came from:
-    env turns in group/trajectory/turn order, then trained spans in `iter_trained_spans` order; spans without loss
+    env turns in group/trajectory/turn order, then trained spans in `iter_trained_spans` order, then the spans that
+    take their turn's advantage (`iter_turn_spans`: summaries); spans without loss
     tokens are left out. `assign_advantages` fills the advantages in once the algorithm has computed them (after
     any reward shaping that needs the samples' log-probs, e.g. a KL penalty in the reward)."""
     owners: list[Turn | Span] = [t for g in groups for traj in g.trajectories for t in traj.turns
                                  if LossRole(t.role).trained]
     owners += list(iter_trained_spans(groups))
+    owners += [span for span, _ in iter_turn_spans(groups)]
     pairs = [(TurnSample.from_turn(o, 0.0, algorithm), o) for o in owners]
     pairs = [(s, o) for s, o in pairs if s.num_loss_tokens > 0]
     return [s for s, _ in pairs], [o for _, o in pairs]
@@ -216,6 +230,8 @@ def _owner_advantages(groups: Sequence[Group], advantages: np.ndarray | Sequence
             raise ValueError(f"got {len(span_adv)} span advantages for {len(spans)} trained spans; {algorithm} must "
                              "return one per trained span, flat in iter_trained_spans order")
         pairs += [(s, float(a)) for s, a in zip(spans, span_adv, strict=True)]
+    of_turn = {id(t): a for t, a in pairs}
+    pairs += [(span, of_turn.get(id(turn), 0.0)) for span, turn in iter_turn_spans(groups)]
     return pairs
 
 

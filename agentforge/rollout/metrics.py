@@ -64,10 +64,24 @@ def rollout_summary(groups: list[Group], stats: RolloutStats,
     ended = sum(t.meta.get("truncated") == "context_limit" for t in trajectories)
     if ended or stats.context_limit_ends:  # agent.history=conversation: episodes ended at the context limit
         summary["context_limit_rate"] = ratio(ended, len(trajectories))
+    summary.update(summary_metrics(trajectories))
     summary.update(per_env_summary(trajectories))
     summary.update(per_side_summary(trajectories))
     summary.update(workflow_metrics or {})
     return summary
+
+
+def summary_metrics(trajectories: list) -> dict[str, float]:
+    """`agent.history=summary`: how often the policy summarised, at what conversation length, how long its summaries
+    were (absent when no episode summarised)."""
+    made = [s for t in trajectories for s in t.spans if s.kind == "summary"]
+    if not made:
+        return {}
+    return {"summaries_per_episode": ratio(len(made), len(trajectories)),
+            "summarised_episode_rate": ratio(sum(any(s.kind == "summary" for s in t.spans) for t in trajectories),
+                                             len(trajectories)),
+            "summary_at_tokens": ratio(sum(int(s.info.get("at_tokens", 0)) for s in made), len(made)),
+            "summary_tokens": ratio(sum(len(s.response_ids) for s in made), len(made))}
 
 
 def per_env_summary(trajectories: list) -> dict[str, float]:

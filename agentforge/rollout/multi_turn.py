@@ -101,6 +101,10 @@ class MultiTurnWorkflow(RolloutWorkflow):
 
     # ------------------------------------------------------------------------------------------------ turns
     def _play_turn(self, ctx: RolloutContext, active: list[Episode], step: int) -> None:
+        ctx.summarise(active)  # agent.history=summary: the episodes near their budget summarise, in one call
+        active = [e for e in active if not e.done]
+        if not active:
+            return
         prompts = [ctx.render(e, step) for e in active]
         completions = generate_reviewed(self.hooks, ctx, active, prompts, self.hooks.turn_sampling(ctx),
                                         [step - 1] * len(active))

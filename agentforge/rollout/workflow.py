@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
-from agentforge.agent.render import AgentConfig, conversation_prompt, render_turn_prompt
+from agentforge.agent.render import AgentConfig, after_summary_prompt, conversation_prompt, render_turn_prompt
 from agentforge.engines.base import RolloutEngine
 from agentforge.engines.interventions import InterventionSpec
 from agentforge.errors import PromptTooLongError
@@ -34,10 +34,12 @@ from agentforge.hosting.pool import EnvPool
 from agentforge.types import (
     Completion,
     Group,
+    LossRole,
     Observation,
     ProgressCallback,
     RolloutStats,
     SamplingConfig,
+    Span,
     Task,
     Trajectory,
 )
@@ -112,6 +114,8 @@ class RolloutContext:
         """The prompt ids of the episode's generated turn `turn` (1-based; the env step counts its replayed prefix
         too): the template, its history window and notes; in a conversation, after its first turn, the prompt
         `extend_conversation` built from the last one."""
+        if episode.summary_request is not None:
+            self.summarise([episode])
         if self.config.conversation and episode.next_prompt is not None:
             return list(episode.next_prompt)
         return render_turn_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer, self.config,
@@ -141,12 +145,55 @@ class RolloutContext:
         When it would pass `prompt_limit` the episode ends here as truncated (`meta["truncated"]`, counted in
         `RolloutStats.context_limit_ends`): the stated policy, rather than cutting the conversation. `step`: the
         env step of the next turn (1-based)."""
-        ids = conversation_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer, prompt_ids,
-                                  response_ids, episode.observation, episode.history, step, error)
+        template = self.template_for(episode.trajectory.task.env)
+        ids = conversation_prompt(template, self.tokenizer, prompt_ids, response_ids, episode.observation,
+                                  episode.history, step, error)
+        summary = self.config.summary
+        if self.config.summarises and len(ids) > summary.trigger * self.prompt_limit:
+            request = conversation_prompt(template, self.tokenizer, prompt_ids, response_ids, episode.observation,
+                                          episode.history, step, error, summary.instruction)
+            if len(request) <= self.summary_prompt_limit:  # else the context limit ends it, as in a conversation
+                episode.next_prompt, episode.summary_request = None, (request, step)
+                return
         if len(ids) > self.prompt_limit:
             self._end_at_context_limit(episode, len(ids))
             return
         episode.next_prompt = ids
+
+    @property
+    def summary_prompt_limit(self) -> int:
+        """The longest request for a summary: room for `agent.summary.max_tokens` within the engine's length."""
+        limit = int(self.config.max_prompt_tokens)
+        max_len = getattr(self.engine, "max_model_len", None)
+        if isinstance(max_len, int):
+            limit = min(limit, max_len - int(self.config.summary.max_tokens))
+        return limit
+
+    def summarise(self, episodes: Sequence[Episode]) -> None:
+        """`agent.history=summary`: the episodes that asked for a summary write it (one batched call), and go on
+        from a fresh prompt that shows it (`after_summary_prompt`). The summary is a span: trained with the
+        advantage of the turn that follows it (`agent.summary.train`), or not trained; `at_tokens` is the
+        conversation's length when it summarised. A fresh prompt that still does not fit ends the episode at the
+        context limit."""
+        waiting = [e for e in episodes if e.summary_request is not None and not e.done]
+        if not waiting:
+            return
+        sampling = replace(self.config.sampling, max_new_tokens=int(self.config.summary.max_tokens))
+        completions = self.generate([e.summary_request[0] for e in waiting], sampling, extra=True,
+                                    keys=[e.slot for e in waiting])
+        role = LossRole.SUMMARY if self.config.summary.train else LossRole.NOT_TRAINED
+        for episode, completion in zip(waiting, completions, strict=True):
+            (request, step), episode.summary_request = episode.summary_request, None
+            episode.trajectory.spans.append(Span.from_completion(
+                completion, request, role, "summary", turn_index=len(episode.trajectory.turns),
+                at_tokens=len(request)))
+            ids = after_summary_prompt(self.template_for(episode.trajectory.task.env), self.tokenizer,
+                                       episode.observation, episode.history, step, completion.token_ids,
+                                       episode.notes)
+            if len(ids) > self.prompt_limit:
+                self._end_at_context_limit(episode, len(ids))
+            else:
+                episode.next_prompt = ids
 
 
 @dataclass(frozen=True)
@@ -173,6 +220,7 @@ class Episode:
     notes: list[str] = field(default_factory=list)
     done: bool = False
     next_prompt: list[int] | None = None  # agent.history=conversation: the next turn's prompt, built at record time
+    summary_request: tuple[list[int], int] | None = None  # agent.history=summary: (its prompt, the next env step)
 
 
 @dataclass

@@ -95,6 +95,19 @@ class HFEngineSchema(ReplicaSchema, HFEngineOwn):
 
 
 @dataclass
+class SummarySchema:
+    """`agent.history=summary`: a conversation that the policy summarises when it nears the prompt budget."""
+
+    trigger: float = opt(0.75, "summarise when the next prompt would pass this share of the prompt budget",
+                         gt=0, le=1)
+    max_tokens: int = opt(128, "the summary's token budget", ge=8)
+    train: bool = opt(True, "train the summary as part of the turn that follows it (its advantage); false: masked")
+    instruction: str = opt("Your context is nearly full. Before you act, write a short summary of the task and of "
+                           "what you have done and learned so far, for yourself to continue from. Write only the "
+                           "summary.", "what the policy is asked when it summarises")
+
+
+@dataclass
 class SamplingSchema:
     temperature: float = opt(1.0, "sampling temperature (the learner's log-probs use the same)", ge=0)
     top_p: float = opt(1.0, "nucleus sampling (refused below 1 in training: the trained policy must be the sampled "
@@ -112,8 +125,9 @@ class AgentSchema:
     max_turns: int = opt(10, "turns before an episode ends unpaid", ge=1)
     history: str = opt("window", "window (each prompt shows the last history_length steps) | conversation (each "
                                  "prompt extends the last one: its prompt, the sampled ids and the env's reply; "
-                                 "ends an episode as truncated when it would pass the prompt budget)",
-                       choices=("window", "conversation"))
+                                 "ends an episode as truncated when it would pass the prompt budget) | summary (a "
+                                 "conversation the policy summarises near the budget, then goes on from its summary)",
+                       choices=("window", "conversation", "summary"))
     history_length: int = opt(2, "past (observation, action) pairs shown in each prompt (history=window)", ge=0)
     execute_relaxed: bool = opt(True, "act on actions found outside the <action> tag (the turn stays invalid)")
     few_shot: bool = opt(False, "show a worked example in the system prompt")
@@ -126,6 +140,7 @@ class AgentSchema:
                                 "most this many times as long as its replica's last call took (0: never waits)",
                                 ge=0)
     sampling: SamplingSchema = opt(SamplingSchema(), "")
+    summary: SummarySchema = opt(SummarySchema(), "")
 
 
 @dataclass

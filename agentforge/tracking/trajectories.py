@@ -96,7 +96,8 @@ def trajectory_records(groups: Sequence[Group], advantages: Iterable[float] | No
                     out["forced"] = forced
             for span, out in zip(trajectory.spans, record.get("spans", []), strict=True):
                 out["response_tokens"] = len(span.response_ids)
-                if span_adv is not None and LossRole(span.role).trained:
+                if span_adv is not None and LossRole(span.role).trained and \
+                        not LossRole(span.role).takes_turn_advantage:  # a summary's is its turn's
                     out["advantage"] = next(span_adv, None)
                 forced = forced_record(span.response_ids, span.forced_mask, span.text, decoder)
                 if forced:

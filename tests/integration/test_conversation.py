@@ -22,7 +22,7 @@ from agentforge.rollout.turns import TRUNCATED
 from agentforge.rollout.workflow import RolloutContext
 from agentforge.schema.compose import compose_config
 from agentforge.tasks import TaskSampler
-from agentforge.types import SamplingConfig
+from agentforge.types import LossRole, SamplingConfig
 
 pytestmark = pytest.mark.integration
 
@@ -205,3 +205,59 @@ def test_an_observation_that_outgrows_the_prompt_budget_ends_its_episode_not_the
     tight = AgentConfig(max_turns=3, history_length=0, max_prompt_tokens=len(first) - 1, schedule=schedule)
     with pytest.raises(PromptTooLongError, match="tokens without history, over agent.max_prompt_tokens"):
         MultiTurnWorkflow().run(RolloutContext(engine, LocalEnvPool("search_qa", {}), template, tight), tasks, 1)
+
+
+def test_a_summarising_episode_outlives_its_context_budget_token_exact(engine):
+    """`agent.history=summary`: with a prompt budget that a plain conversation outgrows after a few turns, the
+    episode plays all its turns; each summary is the policy's own sampled ids, spliced into the next prompt as they
+    are, and trains with the advantage of the turn after it."""
+    tokenizer = engine.tokenizer
+    text = "<think>go</think><action>left</action>"
+    budget = 700
+    kw = dict(max_turns=8, max_new_tokens=40, max_prompt_tokens=budget)
+    plain_groups, _ = play(engine, conversation(**kw), tasks=1, intervention=forced(tokenizer, text))
+    plain = [t for g in plain_groups for t in g.trajectories]
+    assert all(t.meta.get("truncated") == "context_limit" and t.length < 8 for t in plain)  # the budget binds
+
+    summarising = AgentConfig(history="summary", max_turns=8, max_prompt_tokens=budget,
+                              sampling=SamplingConfig(max_new_tokens=40),
+                              summary={"trigger": 0.7, "max_tokens": 24})
+    groups, stats = play(engine, summarising, tasks=1, intervention=forced(tokenizer, text))
+    trajectories = [t for g in groups for t in g.trajectories]
+    for trajectory in trajectories:
+        assert trajectory.length == 8 and "truncated" not in trajectory.meta  # every turn played
+        assert all(len(turn.prompt_ids) <= budget for turn in trajectory.turns)
+        summaries = [s for s in trajectory.spans if s.kind == "summary"]
+        assert summaries and all(s.role == LossRole.SUMMARY for s in summaries)
+        for span in summaries:
+            before = trajectory.turns[span.turn_index - 1]
+            head = [*before.prompt_ids, *before.response_ids]
+            assert span.prompt_ids[: len(head)] == head  # the request extends the conversation
+            assert "Write only the summary." in tokenizer.decode(span.prompt_ids[len(head):])
+            after = trajectory.turns[span.turn_index].prompt_ids
+            ids = list(span.response_ids)
+            if ids and ids[-1] in set(tokenizer.all_special_ids):
+                ids = ids[:-1]
+            starts = [i for i in range(len(after) - len(ids) + 1) if after[i: i + len(ids)] == ids]
+            assert ids and starts, "the summary's sampled ids are in the next prompt as they are"
+            assert len(after) < len(span.prompt_ids)  # the fresh prompt is shorter than the conversation was
+    metrics = rollout_summary(groups, stats)
+    assert metrics["summaries_per_episode"] >= 1 and metrics["summarised_episode_rate"] == 1.0
+    assert budget * 0.7 < metrics["summary_at_tokens"] <= budget
+    assert stats.extra_generations == sum(len([s for s in t.spans if s.kind == "summary"]) for t in trajectories)
+    # trained with the advantage of the turn after it (any per-turn algorithm)
+    advantages = np.arange(sum(t.length for t in trajectories), dtype=float)
+    samples = samples_from_groups(groups, advantages)
+    offsets = np.cumsum([0] + [t.length for t in trajectories])
+    expected = sorted(float(advantages[offsets[j] + s.turn_index]) for j, t in enumerate(trajectories)
+                      for s in t.spans if s.kind == "summary")
+    trained = sorted(s.advantage for s in samples if any(
+        tuple(s.input_ids[: s.prompt_len]) == tuple(span.prompt_ids) for t in trajectories for span in t.spans))
+    assert trained == expected
+    masked = AgentConfig(history="summary", max_turns=8, max_prompt_tokens=budget,
+                         sampling=SamplingConfig(max_new_tokens=40), summary={"trigger": 0.7, "max_tokens": 24,
+                                                                              "train": False})
+    groups, _ = play(engine, masked, tasks=1, intervention=forced(tokenizer, text))
+    assert {s.role for g in groups for t in g.trajectories for s in t.spans} == {LossRole.NOT_TRAINED}
+    with pytest.raises(ConfigError, match="schedule=lockstep"):
+        AgentConfig(history="summary", schedule="per_episode")

@@ -120,6 +120,8 @@ def test_dynamic_sampling_plays_more_rounds_when_groups_have_no_signal(tmp_path)
     (["trainer.dynamic_sampling.enabled=true", "trainer.dynamic_sampling.max_rounds=1"], "retry budget"),
     (["trainer.dynamic_sampling.enabled=true", "trainer.dynamic_sampling.max_rounds=null"], "retry budget"),
     (["algorithm=trajevolve", "agent.sampling.temperature=0.8"], "set learner.old_logprobs=recompute"),
+    (["agent.history=summary", "algorithm=ppo"], "set agent.summary.train=false"),
+    (["agent.history=summary", "agent.schedule=per_episode"], "set agent.schedule=lockstep"),
 ])
 def test_bad_objective_options_are_refused_before_anything_loads(tmp_path, overrides, message):
     cfg = compose_config([*BASE, "trainer.iterations=1", *overrides], run_dir=str(tmp_path / "run"))
