@@ -42,21 +42,22 @@ def plain_verdict(split: str, outcomes: Mapping[str, Outcomes], floor: Outcomes 
     rate = _rate(first)
     floor_rate = _rate(floor) if floor else None
     start = "the model as shipped" if "base" in outcomes else f"the policy at iteration {iterations[0]}"
-    lines.append(f"1. {start} solved {rate:.1%} of {unit}"
+    lines.append(f"{start[0].upper()}{start[1:]} solved {rate:.1%} of {unit}"
                  + (f" (a random policy: {floor_rate:.1%})" if floor_rate is not None else ""))
     rl_from = iterations[0]
     if warm_start and "base" in outcomes and iterations[0] == "0":
         d = _change(outcomes["base"], outcomes["0"])
         if d is not None:
-            lines.append(f"2. the warm start (SFT on expert play) took it to {d.after:.1%}: {_said(d, 'as shipped')}")
+            lines.append(f"the warm start (SFT on expert play) took it to {d.after:.1%}: {_said(d, 'as shipped')}")
     else:
-        lines.append("2. no warm start" if "base" in outcomes else "2. (no eval of the model as given)")
+        if "base" in outcomes:
+            lines.append("no warm start")
         rl_from = "base" if "base" in outcomes else iterations[0]
     last = iterations[-1]
     d = _change(outcomes[rl_from], outcomes[last])
     if d is None or last == rl_from:
         return lines
-    tail = f"3. RL ({last} {method} iterations) took it to {d.after:.1%}: " \
+    tail = f"RL ({last} {method} iterations) took it to {d.after:.1%}: " \
            f"{_said(d, 'the warm start' if rl_from == '0' and warm_start else 'its start')}"
     beat_floor = _change(floor, outcomes[last]) if floor else None
     if beat_floor is not None:

@@ -109,9 +109,9 @@ def final_report(run_dir: Path, title: str, history: dict[str, dict[str, float]]
         summary["plain_verdict"] = plain
         console.print(f"\n[bold]What this run shows[/] (the {claim[0]} split):", highlight=False)
         for line in plain:
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  - {line}", highlight=False)
     if closing_hint:
-        console.print(f"  {closing_hint}", highlight=False)
+        console.print(f"  Next: {closing_hint}", highlight=False)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     console.print(f"run dir: {run_dir}\ncurves: {plot}\ntrajectories: {view_hint(run_dir)}",
                   soft_wrap=True)  # paths to copy: never folded

@@ -56,8 +56,8 @@ def test_debug_run_writes_artifacts_and_checkpoints(tmp_path):
     assert set(summary["test"]["outcomes"]) == {"0", "2"} and len(summary["test"]["outcomes"]["2"]) == 2
     assert "test/success_rate" in rows[0] and "test/success_rate" in rows[2]
     # and in plain words, on the claim split: where the policy started, what RL did (no warm start, no base eval)
-    assert summary["plain_verdict"][0].startswith("1. the policy at iteration 0 solved")
-    assert summary["plain_verdict"][2].startswith("3. RL (2 grpo iterations) took it to")
+    assert summary["plain_verdict"][0].startswith("The policy at iteration 0 solved")
+    assert summary["plain_verdict"][1].startswith("RL (2 grpo iterations) took it to")
     # held out by content: the overlap is measured (0); no room the streams trained on is a reserved one
     record = json.loads((run / "held_out.json").read_text())
     assert summary["held_out"]["overlap"] == {"eval": {"tasks": 2, "trained_on": 0},
