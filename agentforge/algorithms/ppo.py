@@ -27,7 +27,8 @@ class PPOConfig:
         "lam": "GAE lambda per sampled token (1: Monte-Carlo return minus V; verl's default)",
         "normalize": "whiten the batch's token advantages (mean 0, std 1; verl does)",
         "level": "token (gamma per turn, lambda per token) | verl (gamma and lambda per token) | turn (a turn-level "
-                 "critic: the value at each turn's last token, one advantage per turn)",
+                 "critic: the value at each turn's last token, one advantage per turn) | bilevel (RAGEN: turn-level "
+                 "targets, then token-level GAE inside each turn)",
     }
 
     gamma: float = 1.0

@@ -121,6 +121,9 @@ class CriticSettings:
     weight_decay: float = opt(0.0, "the critic's AdamW weight decay", ge=0)
     grad_clip: float = opt(1.0, "the critic's gradient norm clip (0: off)", ge=0)
     lora: bool | None = opt(None, "LoRA on the critic's body (null: as the policy, learner.lora.enabled)")
+    warmup_iterations: int = opt(0, "first RL iterations in which only the critic trains and the policy stays put "
+                                    "(verl's trainer.critic_warmup): advantages from an untrained critic are noise",
+                                 ge=0)
 
     def uses_lora(self, config: LearnerConfig) -> bool:
         return config.lora.enabled if self.lora is None else bool(self.lora)

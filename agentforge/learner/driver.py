@@ -139,10 +139,12 @@ class Learner:
             metrics["time/prepare"] = time.perf_counter() - started
         return metrics
 
-    def update(self, samples: Sequence[TurnSample], prepared: bool = False) -> dict[str, float]:
+    def update(self, samples: Sequence[TurnSample], prepared: bool = False,
+               train_policy: bool = True) -> dict[str, float]:
         """The batch's PPO update: `prepare` (unless already done), then `ppo_epochs` passes, each over the batch
         cut into `mini_batch_size` pieces (seeded shuffle when there are several), one optimizer step per piece.
-        One epoch of one mini-batch is exactly one `step`. The steps' own metrics are kept in `last_steps`."""
+        One epoch of one mini-batch is exactly one `step`. The steps' own metrics are kept in `last_steps`.
+        `train_policy=False` (the critic's warm-up): only the critic steps, on the same pieces."""
         metrics = {} if prepared else self.prepare(samples)
         samples = [s for s in samples if s.num_loss_tokens > 0]  # rollout-correction rejection may empty some
         done = self.optimizer_steps()
@@ -153,12 +155,15 @@ class Learner:
         for epoch in range(self.config.ppo_epochs):
             for piece in mini_batches(samples, self.config.mini_batch_size, self.config.mini_batch_unit,
                                       rng if self.config.shuffle else None):
-                steps.append({**self.step(piece), "epoch": float(epoch + 1)})
+                if train_policy:
+                    steps.append({**self.step(piece), "epoch": float(epoch + 1)})
                 if with_critic:  # the critic steps on the same pieces (verl: ppo_epochs and mini-batches alike)
                     critic_steps.append(self.critic_step(piece))
         self.last_steps = steps
         if with_critic:
             metrics.update(critic_metrics(samples, critic_steps))
+        if not train_policy:
+            metrics["critic_warmup"] = 1.0
         return {**combine_steps(steps), **metrics}
 
     def critic_step(self, samples: Sequence[TurnSample]) -> dict[str, float]:

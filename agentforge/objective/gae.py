@@ -14,7 +14,11 @@ remaining return minus V_t: the critic is a per-token baseline.
 `level` (PPO's `algorithm.level`) picks the chain: `token` (the above), `verl` (γ and λ on every token: verl's
 `compute_gae_advantage_return` over the sampled tokens, rewards on each turn's last token) or `turn` (one step per
 turn, the value read at each turn's last token, Turn-PPO's and GEM's turn-level critic: δ_k = r_k + γ·V_{k+1} − V_k,
-A_k = δ_k + γλ·A_{k+1}; every token of turn k gets A_k and the target R_k = A_k + V_k).
+A_k = δ_k + γλ·A_{k+1}; every token of turn k gets A_k and the target R_k = A_k + V_k) or `bilevel` (RAGEN's
+bi-level GAE: the turn-level A_k and R_k = A_k + V_k as `turn` computes them, then token-level GAE inside each turn
+towards R_k: at the turn's last token A = R_k − V_last (= A_k), before it δ_t = V_{t+1} − V_t and
+A_t = δ_t + λ·A_{t+1}, no discount inside a turn; R_t = A_t + V_t). RAGEN's code finds turn ends where the reward is
+non-zero; here every turn's last sampled token ends it (the same when each turn has a non-zero reward).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class TurnTokens:
     reward: float
 
 
-LEVELS = ("token", "verl", "turn")
+LEVELS = ("token", "verl", "turn", "bilevel")
 
 
 def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
@@ -51,6 +55,8 @@ def episode_gae(turns: Sequence[TurnTokens], gamma: float, lam: float,
         return [np.zeros(0, np.float32) for _ in turns], [np.zeros(0, np.float32) for _ in turns]
     if level == "turn":
         return _turn_gae(turns, sizes, gamma, lam, trailing_reward)
+    if level == "bilevel":
+        return _bilevel_gae(turns, sizes, gamma, lam, trailing_reward)
     values = np.concatenate([np.asarray(t.values, np.float64) for t in turns])
     rewards = np.zeros_like(values)
     step = np.ones_like(values)  # the discount from token t to token t+1
@@ -94,6 +100,24 @@ def _turn_gae(turns: Sequence[TurnTokens], sizes: list[int], gamma: float, lam: 
     adv = [np.full(size, advantages[by_turn[k]] if size else 0.0, np.float32) for k, size in enumerate(sizes)]
     ret = [np.full(size, advantages[by_turn[k]] + values[by_turn[k]] if size else 0.0, np.float32)
            for k, size in enumerate(sizes)]
+    return adv, ret
+
+
+def _bilevel_gae(turns: Sequence[TurnTokens], sizes: list[int], gamma: float, lam: float,
+                 trailing_reward: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The turn-level targets R_k, then GAE with λ over each turn's tokens toward its R_k (RAGEN's bi-level)."""
+    turn_adv, turn_ret = _turn_gae(turns, sizes, gamma, lam, trailing_reward)
+    adv, ret = [], []
+    for turn, size, target in zip(turns, sizes, turn_ret, strict=True):
+        values = np.asarray(turn.values, np.float64)
+        out = np.zeros(size)
+        running = 0.0
+        for t in range(size - 1, -1, -1):
+            delta = (float(target[-1]) if t == size - 1 else values[t + 1]) - values[t]
+            running = delta + (lam * running if t < size - 1 else 0.0)
+            out[t] = running
+        adv.append(out.astype(np.float32))
+        ret.append((out + values).astype(np.float32))
     return adv, ret
 
 

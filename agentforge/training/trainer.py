@@ -263,8 +263,9 @@ class Trainer:
         t_adv = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        if samples:
-            learner_metrics = self.learner.update(samples, prepared=True)
+        warming = self.learner.config.critic.enabled and iteration < self.learner.config.critic.warmup_iterations
+        if samples:  # during the critic's warm-up only the critic trains: no new policy, nothing to push
+            learner_metrics = self.learner.update(samples, prepared=True, train_policy=not warming)
         else:  # e.g. dynamic sampling found no group with signal within its rounds
             learner_metrics = {"skipped": 1.0, "samples": 0.0, "tokens": 0.0}
         async_metrics.update(lag_clip_fractions(learner_metrics))
@@ -273,9 +274,9 @@ class Trainer:
         t_update = time.perf_counter() - t0 + t_prepare
 
         self._engine_wake()
-        updated = bool(samples) and not learner_metrics.get("skipped")
+        updated = bool(samples) and not learner_metrics.get("skipped") and not warming
         t_sync = self._sync_weights() if updated else 0.0  # a refused update pushes nothing: no new version
-        stalled = self.updates.record(iteration + 1, updated)
+        stalled = None if warming else self.updates.record(iteration + 1, updated)
         if self.producer is not None:
             self.producer.updated(iteration + 1)  # the next batch within the bound may start
         if not samples:

@@ -93,6 +93,19 @@ def test_ppo_trains_a_critic_beside_the_policy_checkpoints_and_resumes_it(tmp_pa
     assert [r["iteration"] for r in resumed] == [1, 2] and "critic/value_loss" in resumed[1]
 
 
+def test_the_critics_warm_up_trains_only_the_critic_then_both(tmp_path):
+    """learner.critic.warmup_iterations=1 (verl's critic_warmup): iteration 1 steps the critic alone (no policy
+    loss, nothing pushed to the engine, not an untrained iteration), iteration 2 both; bilevel GAE runs end to end."""
+    rows = train(tmp_path / "run", "trainer.iterations=2", "algorithm=ppo", "algorithm.level=bilevel",
+                 "learner.critic.warmup_iterations=1", "trainer.group_size=1", "trainer.tasks_per_iteration=4")
+    first, second = rows[0], rows[1]
+    assert first["train/critic_warmup"] == 1.0 and "train/loss" not in first and "critic/value_loss" in first
+    assert first["time/sync"] == 0.0
+    assert "train/critic_warmup" not in second and "train/loss" in second and "critic/value_loss" in second
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "untrained_iterations" not in summary
+
+
 def test_dynamic_sampling_plays_more_rounds_when_groups_have_no_signal(tmp_path):
     """The tiny model fails every Sokoban room the same way: no group has signal, so every round is played and
     nothing is trained (said, not hidden); with signal it stops at the first round."""

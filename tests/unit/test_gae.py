@@ -146,3 +146,53 @@ def test_token_targets_given_per_loss_token_are_spread_onto_the_response_and_the
     assert sample.advantage == pytest.approx(2.0)
     with pytest.raises(ValueError, match="one per response token or one per loss token"):
         sample.set_token_targets(np.ones(2))
+
+
+def ragen_bilevel(rewards_row, values_row, mask_row, gamma_token, lam, gamma_turn):
+    """RAGEN's bi-level GAE as its paper and code state it, on one padded row (env tokens have mask 0; each turn's
+    reward sits on its last response token): turn level over the reward positions, then token level inside each
+    turn toward the turn's return. Written here from the formula, loop by loop."""
+    ends = [i for i, r in enumerate(rewards_row) if r != 0]
+    adv, ret, reward = [0.0] * len(values_row), [0.0] * len(values_row), list(rewards_row)
+    running = 0.0
+    for k in range(len(ends) - 1, -1, -1):
+        nxt = values_row[ends[k + 1]] if k + 1 < len(ends) else 0.0
+        running = reward[ends[k]] + gamma_turn * nxt - values_row[ends[k]] + gamma_turn * lam * running
+        adv[ends[k]] = running
+    for e in ends:
+        ret[e] = reward[e] = adv[e] + values_row[e]
+    valid = [i for i, m in enumerate(mask_row) if m]
+    running = 0.0
+    for j in range(len(valid) - 1, -1, -1):
+        pos = valid[j]
+        if pos in ends:
+            nxt, running = 0.0, 0.0
+        else:
+            nxt = values_row[valid[j + 1]]
+        delta = (reward[pos] if pos in ends else 0.0) + gamma_token * nxt - values_row[pos]
+        running = delta + gamma_token * lam * running
+        adv[pos], ret[pos] = running, running + values_row[pos]
+    return adv, ret
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bilevel_gae_matches_ragens_formula(seed):
+    rng = np.random.default_rng(seed)
+    sizes = [int(n) for n in rng.integers(1, 6, size=4)]
+    rewards = [float(r) for r in rng.uniform(0.1, 1.0, size=4) * rng.choice([-1, 1], size=4)]  # non-zero
+    values = [rng.normal(size=n) for n in sizes]
+    gamma, lam = 0.9, 0.95
+    adv, ret = episode_gae([TurnTokens(v, r) for v, r in zip(values, rewards, strict=True)], gamma, lam,
+                           level="bilevel")
+    row_values, row_rewards, row_mask = [], [], []
+    for v, r in zip(values, rewards, strict=True):
+        row_values += [*v, 0.3, -0.7]  # two env tokens after each turn: masked out, never read
+        row_rewards += [0.0] * (len(v) - 1) + [r, 0.0, 0.0]
+        row_mask += [1] * len(v) + [0, 0]
+    ref_adv, ref_ret = ragen_bilevel(row_rewards, row_values, row_mask, 1.0, lam, gamma)
+    keep = [i for i, m in enumerate(row_mask) if m]
+    np.testing.assert_allclose(np.concatenate(adv), np.array(ref_adv)[keep], atol=1e-6)
+    np.testing.assert_allclose(np.concatenate(ret), np.array(ref_ret)[keep], atol=1e-6)
+    turn_adv, _ = episode_gae([TurnTokens(v, r) for v, r in zip(values, rewards, strict=True)], gamma, lam,
+                              level="turn")
+    assert [a[-1] for a in adv] == pytest.approx([a[-1] for a in turn_adv], abs=1e-6)  # last token: the turn's A_k
