@@ -123,16 +123,21 @@ def strict_parse(text: str, action_tag: str, require_think: bool) -> tuple[str |
     return (None, span) if span is not None else None
 
 
-def _tagged_action(tag: str, content: str, action_tag: str) -> str:
+def _tagged_action(tag: str, content: str, action_tag: str, keep_whitespace: bool = False) -> str:
     """With alternative tags the tag is part of the action: `<search>q</search>` → `search[q]`; an empty tag gives no
-    action (`search[]` would pass as a well formed turn that the env then refuses)."""
+    action (`search[]` would pass as a well formed turn that the env then refuses). `keep_whitespace` (code) keeps
+    the body's lines and indentation, dropping only blank lines around it."""
     if "|" not in action_tag:
         return content
-    return f"{tag.lower()}[{content.strip()}]" if content.strip() else ""
+    body = content.strip("\r\n").rstrip() if keep_whitespace else content.strip()
+    return f"{tag.lower()}[{body}]" if content.strip() else ""
 
 
-def _canonical(action: str, admissible: list[str] | None) -> tuple[str, bool]:
-    """Map an action string to its admissible spelling (case and whitespace-insensitive)."""
+def _canonical(action: str, admissible: list[str] | None, keep_whitespace: bool = False) -> tuple[str, bool]:
+    """Map an action string to its admissible spelling (case and whitespace-insensitive); free-text actions have
+    their whitespace collapsed unless `keep_whitespace` (code, where newlines and indentation are the program)."""
+    if keep_whitespace and admissible is None:
+        return action, bool(action.strip())
     cleaned = " ".join(action.strip().split())
     if admissible is None:
         return cleaned, bool(cleaned)
@@ -157,12 +162,15 @@ def parse_response(
     admissible: list[str] | None,
     action_tag: str = "action",
     require_think: bool = True,
+    keep_whitespace: bool = False,
 ) -> ParsedResponse:
-    """Parse a response; never raises: malformed output becomes an invalid turn with a reason."""
+    """Parse a response; never raises: malformed output becomes an invalid turn with a reason. `keep_whitespace`:
+    the action's newlines and indentation are kept (a template for code says so)."""
     strict = strict_parse(text, action_tag, require_think)
     if strict:
         think, span = strict
-        action, ok = _canonical(_tagged_action(span.name, span.body, action_tag), admissible)
+        action, ok = _canonical(_tagged_action(span.name, span.body, action_tag, keep_whitespace), admissible,
+                                keep_whitespace)
         error = "" if ok else f"action {action!r} is not admissible"
         return ParsedResponse(action if action else None, think, True, ok, error)
 
@@ -171,7 +179,8 @@ def parse_response(
     think = thoughts[0].body if thoughts else None
     if tagged:
         last = tagged[-1]
-        action, ok = _canonical(_tagged_action(last.name, last.body, action_tag), admissible)
+        action, ok = _canonical(_tagged_action(last.name, last.body, action_tag, keep_whitespace), admissible,
+                                keep_whitespace)
         error = "format: expected <think>…</think><action>…</action>" + ("" if ok else f"; {action!r} not admissible")
         return ParsedResponse(action if action else None, think, False, ok, error)
     if admissible:

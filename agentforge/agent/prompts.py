@@ -51,6 +51,7 @@ class PromptTemplate:
     no_history: str = "(none yet)"
     action_tag: str = "action"
     require_think: bool = True
+    keep_whitespace: bool = False  # the action keeps its newlines and indentation (code); else collapsed
     few_shot: list[dict[str, str]] = field(default_factory=list)
     note_item: str = "{note}\n\n"
     conversation_history: str = "(the conversation above)"

@@ -158,8 +158,8 @@ SECTION_ROUTES = (
 )
 
 GROUP_CHOICES = {"model": "smollm2-135m (default), tiny, hf (model.path=...)", "engine": "vllm (default), hf",
-                 "env": "sokoban, webshop, search_qa, scienceworld, alfworld, alfworld_intervention, agent, mix, gym, "
-                        "gem, textarena, reasoning_gym",
+                 "env": "sokoban, webshop, search_qa, code, scienceworld, alfworld, alfworld_intervention, agent, mix, "
+                        "gym, gem, textarena, reasoning_gym",
                  "algorithm": "grpo, gigpo, tjpo, strata, t2po, trajevolve, ppo (with a critic), dr_grpo (GRPO "
                               "preset)",
                  "agent": "default", "learner": "deepspeed", "logger": "console"}

@@ -62,7 +62,7 @@ def parse_turn(ctx: RolloutContext, episode: Episode, completion: Completion) ->
     """The parsed response and the action to execute (None: the turn is not executed, only recorded)."""
     template = ctx.template_for(episode.trajectory.task.env)
     result = parse_response(completion.text, episode.observation.admissible, template.action_tag,
-                            template.require_think)
+                            template.require_think, template.keep_whitespace)
     executable = result.action is not None and result.admissible
     action = result.action if executable and (result.format_ok or ctx.config.execute_relaxed) else None
     return result, action

@@ -27,14 +27,21 @@ from agentforge.tasks.held_out import TrainingStreams
 from agentforge.types import Task, Trajectory, Turn
 
 
-def expert_response(action: str, thought: str | None = None) -> str:
+def expert_response(action: str, thought: str | None = None, action_tag: str = "action") -> str:
     """The expert's turn text: a short, predictable thought and the action, in the strict format.
 
     Kept short on purpose: the warm start is there to teach the format and the moves; a thought the model cannot
     predict (e.g. how many steps remain) only adds loss it cannot reduce. An env may say what its expert looks at
     (`expert_thought(action)`, e.g. Sokoban's box and target positions): still predictable from the prompt.
+    With alternative tags (`search|answer`, `python|answer`) the env's `tag[body]` action is written as the tag the
+    parser reads back, `<tag>body</tag>`.
     """
-    return f"<think>{thought or f'Next move: {action}.'}</think><action>{action}</action>"
+    think = f"<think>{thought or f'Next move: {action}.'}</think>"
+    if "|" in action_tag:
+        tag, _, rest = action.partition("[")
+        if tag.casefold() in {t.casefold() for t in action_tag.split("|")} and rest.endswith("]"):
+            return f"{think}<{tag}>{rest[:-1]}</{tag}>"
+    return f"{think}<action>{action}</action>"
 
 
 def expert_trajectory(
@@ -53,7 +60,7 @@ def expert_trajectory(
         else:
             prompt_ids = render_turn_prompt(template, tokenizer, agent, observation, history, step, task)
         thought = env.expert_thought(action) if hasattr(env, "expert_thought") else None
-        text = expert_response(action, thought)
+        text = expert_response(action, thought, template.action_tag)
         response_ids = tokenizer.encode(text, add_special_tokens=False) + [eos]
         result = env.step(action)
         trajectory.turns.append(Turn(
