@@ -80,29 +80,23 @@ def test_every_option_at_once_trains_checkpoints_and_resumes(tmp_path):
 
 
 def test_ppo_trains_a_critic_beside_the_policy_checkpoints_and_resumes_it(tmp_path):
-    """algorithm=ppo turns the learner's critic on: per-token GAE advantages, the critic's own steps and metrics,
-    its state in the checkpoint and back on resume; a group of one is enough (no group baseline)."""
+    """algorithm=ppo turns the learner's critic on: per-token GAE advantages (RAGEN's bi-level here), the critic's
+    own steps and metrics, its state in the checkpoint and back on resume; a group of one is enough (no group
+    baseline). With learner.critic.warmup_iterations=1 (verl's critic_warmup) iteration 1 steps the critic alone (no
+    policy loss, nothing pushed to the engine, not an untrained iteration), iteration 2 both."""
     run_dir = tmp_path / "run"
-    options = ["algorithm=ppo", "trainer.group_size=1", "trainer.tasks_per_iteration=4", "trainer.checkpoint_every=1"]
+    options = ["algorithm=ppo", "trainer.group_size=1", "trainer.tasks_per_iteration=4", "trainer.checkpoint_every=1",
+               "algorithm.level=bilevel", "learner.critic.warmup_iterations=1"]
     first = train(run_dir, "trainer.iterations=1", *options)[0]
     for key in ("critic/value_loss", "critic/explained_variance", "critic/grad_norm", "critic/returns_mean"):
         assert key in first, key
-    assert first["critic/value_loss"] == first["critic/value_loss"] and first["train/skipped"] == 0
+    assert first["critic/value_loss"] == first["critic/value_loss"] and "train/skipped" not in first
+    assert first["train/critic_warmup"] == 1.0 and "train/loss" not in first and first["time/sync"] == 0.0
     assert next((run_dir / "checkpoints" / "iter_000001").rglob("critic"), None) is not None
     resumed = train(run_dir, "trainer.iterations=2", f"resume={run_dir}", *options)
     assert [r["iteration"] for r in resumed] == [1, 2] and "critic/value_loss" in resumed[1]
-
-
-def test_the_critics_warm_up_trains_only_the_critic_then_both(tmp_path):
-    """learner.critic.warmup_iterations=1 (verl's critic_warmup): iteration 1 steps the critic alone (no policy
-    loss, nothing pushed to the engine, not an untrained iteration), iteration 2 both; bilevel GAE runs end to end."""
-    rows = train(tmp_path / "run", "trainer.iterations=2", "algorithm=ppo", "algorithm.level=bilevel",
-                 "learner.critic.warmup_iterations=1", "trainer.group_size=1", "trainer.tasks_per_iteration=4")
-    first, second = rows[0], rows[1]
-    assert first["train/critic_warmup"] == 1.0 and "train/loss" not in first and "critic/value_loss" in first
-    assert first["time/sync"] == 0.0
-    assert "train/critic_warmup" not in second and "train/loss" in second and "critic/value_loss" in second
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "train/critic_warmup" not in resumed[1] and "train/loss" in resumed[1] and resumed[1]["train/skipped"] == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert "untrained_iterations" not in summary
 
 
