@@ -80,6 +80,18 @@ def expert_for(name: str) -> Callable[[Task, dict[str, Any]], list[str] | None]:
     return expert
 
 
+def drawing_for(name: str) -> Any:
+    """The env's drawing for `agentforge view` (`drawing = "pkg.module:NAME"` on its class, an
+    `agentforge.viewer.drawings.EnvDrawing`), or None when it has none."""
+    import agentforge.envs  # noqa: F401  (registers the built-in envs)
+
+    drawing = getattr(ENVS.get(name), "drawing", None)
+    if isinstance(drawing, str):
+        module, _, attr = drawing.partition(":")
+        drawing = getattr(importlib.import_module(module), attr)
+    return drawing
+
+
 def check_env_class(env_class: Any, label: str, options: dict[str, Any], splits: Sequence[str]) -> None:
     """An env class accepts these options and (when it says how) has data for `splits`; `label` names it in the
     error (e.g. "env 'sokoban'", or "env.envs.sokoban: env 'sokoban'" for a member of a mix)."""

@@ -282,6 +282,7 @@ class SokobanEnv:
 
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.sokoban_solver:expert_actions"
+    drawing: ClassVar[str] = "agentforge.viewer.sokoban:DRAWING"  # `agentforge view` (viewer/drawings.py)
 
     option_help: ClassVar[dict[str, str]] = {
         'dim_room': 'room size [height, width]',

@@ -16,6 +16,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from agentforge.viewer.drawings import EnvDrawing
+
 ROOM = re.compile(r"you see (.+?)\.\s*(?:\n|$|Your task)", re.IGNORECASE | re.DOTALL)
 WIDTH, HEIGHT = 760, 380
 RADIUS_X, RADIUS_Y = 230, 140
@@ -119,3 +121,12 @@ def _edge(a: tuple[float, float], b: tuple[float, float], order: int, number: in
             f'<circle cx="{label_x:.1f}" cy="{label_y:.1f}" r="8" fill="#ffffff" stroke="#2f6fde" stroke-width="1"/>'
             f'<text x="{label_x:.1f}" y="{label_y + 3.5:.1f}" text-anchor="middle" font-size="9" '
             f'fill="#1d2b44">{order}</text></g>')
+
+
+def _episode(record: dict[str, Any], uid: str) -> tuple[str, Markup] | None:
+    turns = record["turns"]
+    graph = route_svg(turns, str(turns[0].get("observation", "")), uid)
+    return ("route: locations reached by `go to`, in order", graph) if graph is not None else None
+
+
+DRAWING = EnvDrawing(family="alfworld", episode=_episode, drawing_first=True)

@@ -20,7 +20,6 @@ from agentforge.viewer import drawings
 from agentforge.viewer.descriptors import descriptor_html
 from agentforge.viewer.load import GroupView, RunView, Section
 from agentforge.viewer.response import forced_char_ranges, forced_token_count, marked, split_response
-from agentforge.viewer.sokoban import legend as sokoban_legend
 
 HIDDEN_INFO = frozenset({"visited_locations"})  # long and repeated every turn; the route graph shows it
 
@@ -128,7 +127,7 @@ def trajectory_card(env: str | None, record: dict[str, Any], uid: str) -> Trajec
                    if isinstance(vector, list)]
     return TrajectoryCard(uid, record, turns, [s for s in spans if s.kind != "discarded_turn"],
                           drawings.trajectory_drawing(env, record, uid), descriptors,
-                          drawing_first=drawings.family(env) == "alfworld")
+                          drawing_first=drawings.drawing_for_env(env).drawing_first)
 
 
 def group_strategies(group: GroupView) -> list[dict[str, Any]]:
@@ -219,7 +218,7 @@ def render_page(view: RunView) -> str:
     name = view.path.name if view.path.name not in ("", ".") else str(view.path)
     return template.render(
         view=view, sections=cards(view), title=f"agentforge trajectories · {name}",
-        algorithm=algorithm_line(view), family=drawings.family(view.env), sokoban_legend=sokoban_legend(),
+        algorithm=algorithm_line(view), legend=drawings.legend(view.env),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),  # noqa: UP017  (py3.10)
         css=Markup(_asset("viewer.css")), script=Markup(_asset("viewer.js")),
     )

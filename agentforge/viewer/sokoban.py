@@ -8,8 +8,11 @@ observation; it is replayed with the env's own push rules.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from markupsafe import Markup, escape
+
+from agentforge.viewer.drawings import EnvDrawing
 
 SYMBOLS = frozenset("#_OX√PS")
 CELL = 22
@@ -97,3 +100,26 @@ def legend() -> Markup:
                  "dot": f"background:{colour};border-radius:50%"}[shape]
         out.append(f'<span class="key"><i style="{style}"></i>{escape(name)}</span>')
     return Markup("".join(out))
+
+
+def _turn(turn: dict[str, Any]) -> Markup | None:
+    rows = parse_grid(str(turn.get("observation", "")))
+    return grid_svg(rows, "the room this turn") if rows else None
+
+
+def _episode(record: dict[str, Any], uid: str) -> tuple[str, Markup] | None:
+    last = record["turns"][-1]
+    executed = bool((last.get("info") or {}).get("executed"))
+    rows = after_last_move(str(last.get("observation", "")), last.get("action"), executed)
+    if not rows:
+        return None
+    caption = "final position (solved)" if record.get("won") else "final position"
+    return caption, grid_svg(rows, caption)
+
+
+def _room(record: dict[str, Any]) -> list[str] | None:
+    """The first grid of the episode (the spatial_coverage descriptor's map)."""
+    return parse_grid(str(record["turns"][0].get("observation", "")))
+
+
+DRAWING = EnvDrawing(family="sokoban", turn=_turn, episode=_episode, room=_room, legend=legend)

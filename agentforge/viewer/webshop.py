@@ -8,8 +8,11 @@ back by their fixed strings (buttons, `Page N (Total results: M)`, ASINs, `Price
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from markupsafe import Markup, escape
+
+from agentforge.viewer.drawings import EnvDrawing
 
 SEP = " [SEP] "
 BUTTONS = ("Back to Search", "< Prev", "Next >", "Description", "Features", "Reviews", "Buy Now")
@@ -83,3 +86,11 @@ def page_html(text: str, action: str | None = None) -> Markup:
 
 def _outline(clicked: str | None, name: str) -> str:
     return " ws-clicked" if clicked is not None and clicked == name else ""
+
+
+def _turn(turn: dict[str, Any]) -> Markup | None:
+    text = str(turn.get("observation", ""))
+    return page_html(text, turn.get("action")) if is_webshop_page(text) else None
+
+
+DRAWING = EnvDrawing(family="webshop", turn=_turn)

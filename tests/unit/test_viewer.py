@@ -316,3 +316,29 @@ def test_trajectories_are_logged_as_a_wandb_table_offline(tmp_path, monkeypatch)
     assert len(table["data"]) == sum(len(r["turns"]) for r in records)
     assert trajectory_file(tmp_path, 1).exists()
     shutil.rmtree(tmp_path / "wandb", ignore_errors=True)
+
+
+def test_each_env_names_its_own_drawing_and_a_plugin_env_can_bring_one():
+    from markupsafe import Markup
+
+    from agentforge.envs.base import ENVS
+    from agentforge.viewer import drawings
+
+    assert drawings.drawing_for_env("sokoban") is sokoban_drawing.DRAWING
+    assert drawings.drawing_for_env("alfworld_intervention") is alfworld_drawing.DRAWING  # drawn as ALFWorld
+    assert drawings.family("search_qa") == "" and drawings.turn_drawing("search_qa", {"observation": "q"}) is None
+    assert drawings.family("not-an-env") == ""  # a record from a plugin env not installed here: text alone
+    record = {"turns": [{"observation": "anything"}]}
+
+    @ENVS.register("viewer_plugin_env_test")
+    class PluginEnv:
+        drawing = drawings.EnvDrawing(family="plugin", turn=lambda turn: Markup("<b>drawn</b>"),
+                                      episode=lambda record, uid: ("the end", Markup("<i>end</i>")))
+
+    try:
+        assert str(drawings.turn_drawing("viewer_plugin_env_test", record["turns"][0])) == "<b>drawn</b>"
+        assert drawings.trajectory_drawing("viewer_plugin_env_test", record, "u")[0] == "the end"
+        assert drawings.room_rows("viewer_plugin_env_test", record) is None
+    finally:
+        ENVS._items.pop("viewer_plugin_env_test", None)
+        drawings.drawing_for_env.cache_clear()

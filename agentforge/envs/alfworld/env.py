@@ -81,6 +81,7 @@ class AlfWorldEnv:
 
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.alfworld.expert:expert_actions"
+    drawing: ClassVar[str] = "agentforge.viewer.alfworld:DRAWING"  # `agentforge view` (viewer/drawings.py)
 
     option_help: ClassVar[dict[str, str]] = {
         'data_source': 'bundled (generated games shipped with agentforge) | a folder of games | $ALFWORLD_DATA layout',

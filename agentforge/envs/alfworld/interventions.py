@@ -172,6 +172,7 @@ class AlfWorldInterventionEnv:
     where the cases' games come from (default: as the case file says).
     """
 
+    drawing: ClassVar[str] = "agentforge.viewer.alfworld:DRAWING"  # drawn as ALFWorld (`agentforge view`)
     option_help: ClassVar[dict[str, str]] = {
         'condition': 'standard | user_constraint | disruption',
         'cases': 'bundled (the shipped case file) | a case file (.jsonl.gz)',

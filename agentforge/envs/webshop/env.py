@@ -77,6 +77,7 @@ class WebShopEnv:
 
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.webshop.expert:expert_actions"
+    drawing: ClassVar[str] = "agentforge.viewer.webshop:DRAWING"  # `agentforge view` (viewer/drawings.py)
 
     option_help: ClassVar[dict[str, str]] = {
         'data_dir': 'the catalog folder (null: the generated one shipped; real WebShop files when given)',
