@@ -3,7 +3,8 @@
 `agentforge train recipe=tjpo_alfworld --multirun algorithm.lambda=0,0.1,0.3,0.5` writes one run dir per job
 (`multirun/train/<time>/<job number>/`, each with `.hydra/overrides.yaml`, `metrics.jsonl` and, once finished,
 `summary.json`). The report lines the swept overrides up against each job's final eval: success rate, mean return,
-mean successful length and the diversity metrics the trainer's eval logs (`eval/div_pair/<descriptor>`,
+mean successful length, success by the expert's solution length (1, 2, 3+ moves, with intervals, where the env
+has an expert) and the diversity metrics the trainer's eval logs (`eval/div_pair/<descriptor>`,
 `eval/div_dpp/<descriptor>`). A job that failed or is still running gets its status and its latest eval, if any;
 it never stops the report.
 
@@ -68,11 +69,22 @@ def diversity_keys(jobs: list[Job]) -> list[str]:
     return [f"eval/{kind}/{name}" for name in names for kind in ("div_pair", "div_dpp")]
 
 
+DEPTH_BUCKETS = ("1", "2", "3+")  # evaluation/depth.py: success by the expert's solution length
+
+
+def depth_keys(jobs: list[Job]) -> list[str]:
+    """eval/success_depth_<b> where some job logged it (an env with an expert: success by solution length)."""
+    return [f"eval/success_depth_{b}" for b in DEPTH_BUCKETS
+            if any(f"eval/success_depth_{b}" in job.metrics for job in jobs)]
+
+
 def metric_header(key: str) -> str:
     if key.startswith("eval/div_dpp/"):
         return f"D^dpp {key.split('/', 2)[2]} (×10⁻³)"
     if key.startswith("eval/div_pair/"):
         return f"D^pair {key.split('/', 2)[2]}"
+    if key.startswith("eval/success_depth_"):
+        return f"success, {key.removeprefix('eval/success_depth_')}-move tasks [95 %]"
     return dict((k, h) for h, k in BASE_COLUMNS).get(key, key)
 
 
@@ -81,6 +93,13 @@ def _cell(key: str, value: float | None, metrics: dict[str, Any] | None = None) 
         return "–"
     if key.startswith("eval/div_dpp/"):
         return f"{value * DPP_SCALE:.3f}"
+    if key.startswith("eval/success_depth_") and metrics is not None:
+        low, high = metrics.get(f"{key}_lo"), metrics.get(f"{key}_hi")
+        bucket = key.removeprefix("eval/success_depth_")
+        n = metrics.get(f"eval/episodes_depth_{bucket}")
+        interval = f" [{low:.2f}, {high:.2f}]" if isinstance(low, int | float) and isinstance(high, int | float) \
+            else ""
+        return f"{value:.4f}{interval}" + (f" (n={int(n)})" if isinstance(n, int | float) else "")
     if key == "eval/success_rate" and metrics and isinstance(metrics.get("eval/episodes"), int | float) \
             and metrics["eval/episodes"] > 0:
         from agentforge.stats import wilson_interval
@@ -277,7 +296,7 @@ def build_report(jobs: list[Job], diversity_metric: str | None = None, baseline:
         raise AgentforgeError(f"sweep-report: --metric {diversity_metric} was not logged by any job; logged diversity "
                               f"metrics: {', '.join(div) or '(none)'}")
     settings = compare_settings(jobs, swept, compare_with_baseline(jobs, baseline)) if baseline else []
-    return SweepReport(jobs, swept, base + div, choose_x(jobs, swept), y2, baseline, settings)
+    return SweepReport(jobs, swept, base + depth_keys(jobs) + div, choose_x(jobs, swept), y2, baseline, settings)
 
 
 # ---- the plot --------------------------------------------------------------------------------------------------

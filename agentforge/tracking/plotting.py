@@ -44,12 +44,18 @@ def x_value(row: dict, key: str, x_key: str) -> float | None:
 
 
 SFT_PANELS = [("SFT loss", ["sft/loss"]), ("grad norm", ["sft/grad_norm"])]
+# success by the expert's solution length (evaluation/depth.py), added when an eval logged it
+DEPTH_PANEL = ("held-out success by solution length (moves)",
+               [f"{split}/success_depth_{b}" for split in ("eval", "test") for b in ("1", "2", "3+")])
 
 
 def rate_interval(row: dict, key: str) -> tuple[float, float] | None:
     """The 95 % Wilson interval of a logged rate: success over the row's episodes, invalid actions over its turns;
     None when the row does not say how many there were."""
     prefix, _, name = key.partition("/")
+    if name.startswith("success_depth_"):  # logged with its own interval and episode count per bucket
+        low, high = row.get(f"{key}_lo"), row.get(f"{key}_hi")
+        return (float(low), float(high)) if isinstance(low, int | float) and isinstance(high, int | float) else None
     episodes = row.get(f"{prefix}/episodes")
     if not isinstance(episodes, int | float) or episodes <= 0 or not isinstance(row.get(key), int | float):
         return None
@@ -71,6 +77,8 @@ def plot_training_curves(
     A panel is (title, keys) against iterations or (title, keys, x key); `floor` (the random-action success on
     the eval tasks) is drawn on the success panels as a dotted line."""
     rows = read_metrics(metrics_path)
+    if panels is None and any(k in r for r in rows for k in DEPTH_PANEL[1]):
+        panels = [*PANELS, DEPTH_PANEL]
     panels = panels or PANELS
     columns = min(3, len(panels))
     rows_n = -(-len(panels) // columns)
@@ -84,7 +92,7 @@ def plot_training_curves(
             xs, ys = [x_value(r, key, x_key) for r in kept], [r[key] for r in kept]
             intervals = [rate_interval(r, key) for r in kept]
             known = all(i is not None for i in intervals)
-            if key.startswith(("eval/", "base/")):  # evals (the model as given too): points with error bars
+            if key.startswith(("eval/", "base/")) or "_depth_" in key:  # evals: points with error bars
                 errors = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, intervals, strict=True)],
                           [max(0.0, hi - y) for y, (_, hi) in zip(ys, intervals, strict=True)]] if known else None
                 marker = "s" if key.startswith("base/") else "o"

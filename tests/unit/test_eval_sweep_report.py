@@ -226,3 +226,22 @@ def test_a_setting_with_three_seeds_gets_a_verdict_over_training_seeds(tmp_path)
     paired_job(single, 0, ["algorithm=grpo"], base)
     paired_job(single, 1, ["algorithm=gigpo"], better)
     assert sweep_report([str(single)], output=str(single / "out"), baseline="algorithm=grpo").settings == []
+
+
+def test_success_by_solution_length_gets_a_column_per_bucket_with_its_interval(tmp_path):
+    root = tmp_path / "multirun"
+    depth = {"eval/success_depth_1": 0.75, "eval/success_depth_1_lo": 0.5, "eval/success_depth_1_hi": 0.9,
+             "eval/episodes_depth_1": 20, "eval/success_depth_3+": 0.1, "eval/success_depth_3+_lo": 0.03,
+             "eval/success_depth_3+_hi": 0.3, "eval/episodes_depth_3+": 12}
+    metrics = {**eval_metrics(0.5, 0.1), **depth}
+    make_job(root, 0, ["recipe=tjpo_alfworld", "algorithm.lambda=0"], [(4, metrics)], summary={"iteration": 4,
+                                                                                                 **metrics})
+    make_job(root, 1, ["recipe=tjpo_alfworld", "algorithm.lambda=0.5"], [(4, eval_metrics(0.4, 0.1))],
+             summary={"iteration": 4, **eval_metrics(0.4, 0.1)})
+    report = build_report([read_job(p) for p in find_job_dirs([str(root)])])
+    header = report.header()
+    assert "success, 1-move tasks [95 %]" in header and "success, 3+-move tasks [95 %]" in header
+    assert "success, 2-move tasks [95 %]" not in header  # no job logged it
+    rows = report.rows()
+    assert rows[0][header.index("success, 3+-move tasks [95 %]")] == "0.1000 [0.03, 0.30] (n=12)"
+    assert rows[1][header.index("success, 1-move tasks [95 %]")] == "–"
