@@ -13,8 +13,19 @@ from typing import Any
 from agentforge.agent.chat import chat_prompt_ids, continuation_ids
 from agentforge.agent.prompts import HistoryEntry, PromptTemplate
 from agentforge.errors import ConfigError, PromptTooLongError
-from agentforge.schema.groups import SummarySchema
 from agentforge.types import Observation, SamplingConfig, Task
+
+
+@dataclass(frozen=True)
+class SummarySettings:
+    """`agent.history=summary` at run time (the `agent.summary` section, `schema.groups.SummarySchema`, documents
+    and checks these): when the policy summarises, with what budget and instruction, and whether it is trained."""
+
+    trigger: float = 0.75
+    max_tokens: int = 128
+    train: bool = True
+    instruction: str = ("Your context is nearly full. Before you act, write a short summary of the task and of what "
+                        "you have done and learned so far, for yourself to continue from. Write only the summary.")
 
 
 @dataclass
@@ -30,14 +41,14 @@ class AgentConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     schedule: str = "lockstep"  # lockstep | per_episode (agentforge.rollout.per_episode)
     straggler_wait: float = 1.0  # per_episode: a call waits for episodes at their env step, × the last call's time
-    summary: SummarySchema = field(default_factory=SummarySchema)  # history=summary: when and how it summarises
+    summary: SummarySettings = field(default_factory=SummarySettings)  # history=summary: when and how
 
     def __post_init__(self) -> None:
         if self.history not in HISTORY_MODES:
             raise ConfigError(f"agent.history={self.history!r} is not a history mode; choose one of "
                               f"{', '.join(HISTORY_MODES)}")
         if isinstance(self.summary, dict):
-            self.summary = SummarySchema(**self.summary)
+            self.summary = SummarySettings(**self.summary)
         if self.summarises and self.schedule == "per_episode":
             raise ConfigError("agent.history=summary generates its summaries between lockstep turns; "
                               "agent.schedule=per_episode is not built for it: set agent.schedule=lockstep")

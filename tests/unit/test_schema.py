@@ -201,3 +201,15 @@ def test_out_of_range_numbers_are_refused_with_the_bound():
 
 def test_a_config_error_is_a_config_error():
     assert issubclass(ConfigProblems, ConfigError)
+
+
+def test_the_summary_sections_defaults_are_the_run_times():
+    """agent.summary is documented and checked by the schema, read at run time by agent/render.py (which the schema
+    may not import below it): the two must agree."""
+    from dataclasses import asdict
+
+    from agentforge.agent.render import AgentConfig, SummarySettings
+    from agentforge.schema.groups import SummarySchema
+
+    assert asdict(SummarySettings()) == asdict(SummarySchema())
+    assert AgentConfig(history="summary", summary={"trigger": 0.5}).summary == SummarySettings(trigger=0.5)
