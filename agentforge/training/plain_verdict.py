@@ -24,7 +24,7 @@ def _rate(outcomes: Outcomes) -> float:
 
 def _said(d: PairedDifference, against: str) -> str:
     noise = "beyond noise" if d.beyond_noise else "within noise"
-    return f"{d.difference * 100:+.1f} points over {against} [{d.low * 100:+.1f}, {d.high * 100:+.1f}], {noise} " \
+    return f"{d.difference * 100:+.1f} points vs {against} [{d.low * 100:+.1f}, {d.high * 100:+.1f}], {noise} " \
            f"(p = {d.p_value:.2g})"
 
 
@@ -48,10 +48,10 @@ def plain_verdict(split: str, outcomes: Mapping[str, Outcomes], floor: Outcomes 
     if warm_start and "base" in outcomes and iterations[0] == "0":
         d = _change(outcomes["base"], outcomes["0"])
         if d is not None:
-            lines.append(f"the warm start (SFT on expert play) took it to {d.after:.1%}: {_said(d, 'as shipped')}")
+            lines.append(f"The warm start (SFT on expert play) took it to {d.after:.1%}: {_said(d, 'the model as shipped')}")
     else:
         if "base" in outcomes:
-            lines.append("no warm start")
+            lines.append("No warm start")
         rl_from = "base" if "base" in outcomes else iterations[0]
     last = iterations[-1]
     d = _change(outcomes[rl_from], outcomes[last])

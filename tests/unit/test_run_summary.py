@@ -46,10 +46,10 @@ def test_the_plain_verdict_says_what_shipped_warm_start_and_rl_did_with_paired_v
     lines = plain_verdict("test", outcomes, solved(30), "gigpo", warm_start=True)
     assert len(lines) == 3
     assert lines[0].startswith("The model as shipped solved 20.0% of 100 test tasks") and "30.0%" in lines[0]
-    assert "warm start" in lines[1] and "40.0%" in lines[1] and "+20.0 points over as shipped" in lines[1]
+    assert "warm start" in lines[1] and "40.0%" in lines[1] and "+20.0 points vs the model as shipped" in lines[1]
     assert "beyond noise" in lines[1]  # 20 discordant tasks one way: the exact test rejects
-    assert lines[2].startswith("RL (10 gigpo iterations) took it to 42.0%: +2.0 points over the warm start")
-    assert "within noise" in lines[2].split(";")[0] and "over the random policy" in lines[2]
+    assert lines[2].startswith("RL (10 gigpo iterations) took it to 42.0%: +2.0 points vs the warm start")
+    assert "within noise" in lines[2].split(";")[0] and "vs the random policy" in lines[2]
     no_warm = plain_verdict("eval", {"base": solved(20), "5": solved(20)}, None, "grpo", warm_start=False)
-    assert no_warm[1] == "no warm start" and "over its start" in no_warm[2] and "random" not in no_warm[2]
+    assert no_warm[1] == "No warm start" and "vs its start" in no_warm[2] and "random" not in no_warm[2]
     assert plain_verdict("eval", {"base": solved(3)}, None, "grpo", warm_start=False) == []
