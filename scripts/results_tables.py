@@ -198,8 +198,15 @@ def machine_line(group: list[Result]) -> str:
 
 # ---------------------------------------------------------------------------------------------------------- registry
 def _demo(results: dict[str, Result]) -> list[str]:
+    """The demo, and its second run where there is one (issue 52: the same command twice gives the same verdict)."""
     group = [results["demo/sokoban_demo"]]
-    return [*run_table(group, ["`make demo` (seed 0)"]), "", machine_line(group)]
+    labels = ["`make demo` (seed 0)"]
+    if "demo/sokoban_demo_rerun" in results:
+        group.append(results["demo/sokoban_demo_rerun"])
+        labels.append("`make demo` again (seed 0)")
+    same = len(group) == 2 and all(group[0].outcomes(k) == group[1].outcomes(k) for k in group[0].evals())
+    note = ["", "The two runs' per-task outcomes are identical, eval by eval."] if same else []
+    return [*run_table(group, labels), *note, "", machine_line(group)]
 
 
 def _positions(results: dict[str, Result]) -> list[str]:
