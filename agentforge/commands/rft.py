@@ -44,13 +44,34 @@ def run_rft(cfg: DictConfig, checked: bool = False) -> dict[str, Any]:
                            _print_progress, streams)
         steps = rft_steps(cfg.rft, len(data.kept))
         console.print(f"kept {len(data.kept)} of {data.played} trajectories ({data.won} won) · {steps} SFT steps")
-        learner = Learner(spec.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
+        trained = student_spec(cfg, spec)  # the model that played, or the student it teaches
+        learner = Learner(trained.path, LearnerConfig.from_mapping({**plain(cfg.learner), "total_steps": steps}))
         closers.insert(0, learner.close)
         done = run_rft_epochs(cfg.rft, int(cfg.seed), learner, data, step_logger(tracker, "rft", steps))
-        out_dir = save_trained_model(cfg, "rft", spec, learner.export_weights(), run_dir, held_out, streams)
+        out_dir = save_trained_model(cfg, "rft", trained, learner.export_weights(), run_dir, held_out, streams)
     finally:  # the learner, the rollout stack (a gateway's server too), the tracker, the keyer
         close_all(closers)
-    return finish(run_dir, "rft", {"model": str(out_dir), "steps": done, **data.summary})
+    return finish(run_dir, "rft", {"model": str(out_dir), "steps": done, "played_by": spec.name,
+                                   "trained": trained.name, **data.summary})
+
+
+def student_spec(cfg: DictConfig, spec: Any) -> Any:
+    """`rft.student`: the model SFT trains on the kept rollouts of `spec` (its teacher), with the same tokenizer;
+    else `spec` itself (rejection fine-tuning proper)."""
+    student = (cfg.get("rft") or {}).get("student")
+    if not student:
+        return spec
+    from dataclasses import replace
+    from pathlib import Path
+
+    from agentforge.errors import ConfigError
+    from agentforge.learner.teacher import check_same_tokenizer
+
+    if not (Path(str(student)) / "config.json").exists():
+        raise ConfigError(f"rft.student={student} is not an HF model folder (no config.json); point it at one (an "
+                          "`agentforge sft` or `agentforge export` output, or a downloaded model)")
+    check_same_tokenizer(student, spec.path)
+    return replace(spec, path=str(student), name=f"student@{student}")
 
 
 def _print_progress(done: int, total: int, stats: Any) -> None:

@@ -80,6 +80,10 @@ def check_run_learner(cfg: DictConfig) -> None:
 
 def check_warm_start(cfg: DictConfig) -> None:
     modes = warm_start_modes(cfg.trainer.get("warm_start"))
+    if "rft" in modes and (cfg.get("rft") or {}).get("student"):
+        raise ConfigError("rft.student trains another model on the rollouts, which `agentforge rft` does; a training "
+                          "run's warm start trains the run's own model: drop rft.student, or run `agentforge rft "
+                          "rft.student=...` first and train from its output with model.init_from")
     expert_sft = "expert" in modes or cfg.get("command") == "sft"
     if expert_sft and cfg.env.name == "agent" and not cfg.env.get("expert"):
         raise ConfigError("an external agent's expert warm start (trainer.warm_start=expert, agentforge sft) plays "

@@ -25,8 +25,8 @@ def check_same_tokenizer(student: str | Path, teacher: str | Path) -> None:
     a, b = AutoTokenizer.from_pretrained(str(student)), AutoTokenizer.from_pretrained(str(teacher))
     if a.get_vocab() != b.get_vocab():
         raise ConfigError(f"the teacher's tokenizer ({teacher}: {len(b)} tokens) is not the student's ({student}: "
-                          f"{len(a)} tokens); on-policy distillation scores the student's own token ids, so both "
-                          "must share one tokenizer: pick a teacher of the student's family")
+                          f"{len(a)} tokens); distillation trains or scores one sequence of token ids for both, so "
+                          "they must share one tokenizer: pick a teacher of the student's family")
 
 
 class TeacherRole:

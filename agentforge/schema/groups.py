@@ -274,6 +274,9 @@ class RFTSchema:
     batch_size: int = opt(16, "trajectories per optimizer step", ge=1)
     lr: float | None = opt(None, "null: learner.lr", gt=0)
     output: str | None = opt(None, "`agentforge rft`: where the model goes (null: <run dir>/model)")
+    student: str | None = opt(None, "`agentforge rft`: train this model (an HF folder with the same tokenizer) on "
+                              "the kept rollouts instead of the model that played them: SFT on a teacher's samples "
+                              "(sequence-level distillation, the off-policy baseline to algorithm=opd)")
 
 
 @dataclass

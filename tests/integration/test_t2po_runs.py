@@ -169,20 +169,41 @@ def test_one_training_iteration_with_rft_warm_start(tmp_path, tiny_train_config)
     assert row["train/regenerated_turns"] == row["train/t2po/tds_regenerated"]
 
 
-def test_rft_command_writes_a_model_the_trainer_can_start_from(tmp_path):
+def test_rft_command_writes_a_model_the_trainer_can_start_from(tmp_path, tiny_model_dir):
+    """`agentforge rft` with rft.student: the tiny model plays (the teacher), a perturbed copy of it (the student)
+    is the one trained on the kept rollouts: SFT on a teacher's samples, sequence-level distillation."""
+    import shutil
     import subprocess
     import sys
 
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    student = tmp_path / "student"
+    shutil.copytree(tiny_model_dir, student)
+    weights_file = next(student.glob("*.safetensors"))
+    teacher_weights = load_file(weights_file)
+    generator = torch.Generator().manual_seed(0)
+    student_weights = {k: v + 0.05 * torch.randn(v.shape, generator=generator, dtype=v.dtype)
+                       for k, v in teacher_weights.items()}
+    save_file(student_weights, weights_file, metadata={"format": "pt"})
     run_dir = tmp_path / "rft"
     done = subprocess.run([
         sys.executable, "-m", "agentforge.cli", "rft", "recipe=t2po_sokoban", "model=tiny", "env_pool.kind=local",
         "model.dtype=float32", "engine.dtype=float32", "learner.dtype=float32", "rft.num_tasks=2",
         "rft.group_size=2", "rft.score=return", "rft.threshold=-1000", "rft.require_valid=false", "rft.batch_size=2",
-        "agent.max_turns=2", "agent.sampling.max_new_tokens=12", f"hydra.run.dir={run_dir}",
+        "agent.max_turns=2", "agent.sampling.max_new_tokens=12", f"hydra.run.dir={run_dir}", f"rft.student={student}",
     ], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["rft/kept"] == 4 and summary["steps"] == 2  # one epoch of 4 kept trajectories in batches of 2
+    assert summary["trained"].startswith("student@") and summary["played_by"] != summary["trained"]
     model = run_dir / "model"
     assert (model / "config.json").is_file() and any(model.glob("*.safetensors"))
     assert "model.init_from=" in done.stdout + done.stderr
+    out = {k: v for f in model.glob("*.safetensors") for k, v in load_file(f).items()}
+
+    def distance(a, b):
+        return sum(float((a[k].float() - b[k].float()).norm()) for k in b if k in a)
+
+    assert distance(out, student_weights) < distance(out, teacher_weights)  # the student was trained, not the teacher
