@@ -48,7 +48,8 @@ def plain_verdict(split: str, outcomes: Mapping[str, Outcomes], floor: Outcomes 
     if warm_start and "base" in outcomes and iterations[0] == "0":
         d = _change(outcomes["base"], outcomes["0"])
         if d is not None:
-            lines.append(f"The warm start (SFT on expert play) took it to {d.after:.1%}: {_said(d, 'the model as shipped')}")
+            said = _said(d, "the model as shipped")
+            lines.append(f"The warm start (SFT on expert play) took it to {d.after:.1%}: {said}")
     else:
         if "base" in outcomes:
             lines.append("No warm start")
