@@ -72,6 +72,9 @@ def check_run_learner(cfg: DictConfig) -> None:
     if problems:
         raise ConfigProblems(problems)
     check_mini_batch(cfg, learner)
+    if learner.critic.enabled and learner.critic.path and not (Path(learner.critic.path) / "config.json").exists():
+        raise ConfigError(f"learner.critic.path={learner.critic.path} is not an HF model folder (no config.json); "
+                          "point it at the separate critic's folder, or null for the policy's own body")
     if learner.needs_reference() and learner.lora.enabled and learner.zero_stage == 3 and warm_starts(cfg):
         raise ConfigError("learner.loss.kl_coef > 0 with LoRA under ZeRO-3 keeps the base model (adapters off) as the "
                           "KL reference, which cannot follow trainer.warm_start: use learner.zero_stage <= 2, or "

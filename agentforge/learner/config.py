@@ -121,6 +121,8 @@ class CriticSettings:
     weight_decay: float = opt(0.0, "the critic's AdamW weight decay", ge=0)
     grad_clip: float = opt(1.0, "the critic's gradient norm clip (0: off)", ge=0)
     lora: bool | None = opt(None, "LoRA on the critic's body (null: as the policy, learner.lora.enabled)")
+    path: str | None = opt(None, "a separate critic: the value model's body from this HF folder (another size of the "
+                                 "policy's family, same tokenizer); null: the policy's own folder")
     warmup_iterations: int = opt(0, "first RL iterations in which only the critic trains and the policy stays put "
                                     "(verl's trainer.critic_warmup): advantages from an untrained critic are noise",
                                  ge=0)

@@ -2,7 +2,8 @@
 
 An algorithm that needs values (`Algorithm.needs_values`, e.g. PPO with GAE) gets a critic on every learner rank:
 the policy's transformer body (loaded again from the same folder, so the critic starts from what the policy knows,
-as verl's and OpenRLHF's critics do) with a scalar head. `V_t` of a response token is read at the position whose
+as verl's and OpenRLHF's critics do; or, with `learner.critic.path`, a separate model's body, e.g. a smaller one of
+the same family) with a scalar head. `V_t` of a response token is read at the position whose
 logits predict it, the state the token was sampled from (verl: `values[:, -response_length - 1:-1]`). The value
 loss is verl's clipped one: `0.5 · max((V − R)², (clip(V, V_old ± c) − R)²)`, token-mean over the batch's loss
 tokens (every rank's), one optimizer step per `step`. With LoRA on the policy the critic's body carries LoRA
@@ -90,7 +91,12 @@ class CriticRole:
         self.world_size = world_size
         self._all_reduce = all_reduce
         self.steps = 0
-        model = load_value_model(model_path, config)
+        if self.settings.path:  # its values are read on the policy's token ids: one tokenizer for both
+            from agentforge.learner.teacher import check_same_tokenizer
+
+            check_same_tokenizer(model_path, self.settings.path)
+        model = load_value_model(self.settings.path or model_path, config)  # learner.critic.path: a separate one
+        self.parameters = sum(p.numel() for p in model.parameters())
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=self.settings.lr, betas=tuple(config.betas),
                                       weight_decay=self.settings.weight_decay)
@@ -168,7 +174,8 @@ class CriticRole:
         norm = self.engine.get_global_grad_norm()
         tokens = max(total_loss_tokens(samples), 1)
         out = {f"critic/{k}": v / tokens for k, v in sums.items()}
-        out.update({"critic/grad_norm": float(norm) if norm is not None else float("nan"), "critic/lr": lr})
+        out.update({"critic/grad_norm": float(norm) if norm is not None else float("nan"), "critic/lr": lr,
+                    "critic/parameters": float(self.parameters)})
         return out
 
     # ------------------------------------------------------------------------------------ checkpointing

@@ -83,15 +83,22 @@ def test_ppo_trains_a_critic_beside_the_policy_checkpoints_and_resumes_it(tmp_pa
     """algorithm=ppo turns the learner's critic on: per-token GAE advantages (RAGEN's bi-level here), the critic's
     own steps and metrics, its state in the checkpoint and back on resume; a group of one is enough (no group
     baseline). With learner.critic.warmup_iterations=1 (verl's critic_warmup) iteration 1 steps the critic alone (no
-    policy loss, nothing pushed to the engine, not an untrained iteration), iteration 2 both."""
+    policy loss, nothing pushed to the engine, not an untrained iteration), iteration 2 both. The critic here is a
+    separate, smaller model of the policy's family (learner.critic.path: hidden size 32 against the policy's 64)."""
+    from agentforge.models.loading import resolve_model
+
+    smaller = resolve_model({"name": "tiny", "hidden_size": 32, "dtype": "float32"}).path  # a separate critic
     run_dir = tmp_path / "run"
     options = ["algorithm=ppo", "trainer.group_size=1", "trainer.tasks_per_iteration=4", "trainer.checkpoint_every=1",
-               "algorithm.level=bilevel", "learner.critic.warmup_iterations=1"]
+               "algorithm.level=bilevel", "learner.critic.warmup_iterations=1", f"learner.critic.path={smaller}"]
     first = train(run_dir, "trainer.iterations=1", *options)[0]
     for key in ("critic/value_loss", "critic/explained_variance", "critic/grad_norm", "critic/returns_mean"):
         assert key in first, key
     assert first["critic/value_loss"] == first["critic/value_loss"] and "train/skipped" not in first
     assert first["train/critic_warmup"] == 1.0 and "train/loss" not in first and first["time/sync"] == 0.0
+    from transformers import AutoModel
+
+    assert first["critic/parameters"] == sum(p.numel() for p in AutoModel.from_pretrained(smaller).parameters()) + 33
     assert next((run_dir / "checkpoints" / "iter_000001").rglob("critic"), None) is not None
     resumed = train(run_dir, "trainer.iterations=2", f"resume={run_dir}", *options)
     assert [r["iteration"] for r in resumed] == [1, 2] and "critic/value_loss" in resumed[1]
