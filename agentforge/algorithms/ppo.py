@@ -45,8 +45,6 @@ class PPO(Algorithm):
     config_class = PPOConfig
     config: PPOConfig
     needs_values = True
-    not_asynchronous = ("its advantages read the critic at update time; asynchronous PPO is not built yet (use "
-                        "trainer.asynchronous.max_staleness=0)")
     not_gateway = "its advantages need the sampled turns' critic values; the gateway path is not built for it yet"
 
     def validate(self) -> None:

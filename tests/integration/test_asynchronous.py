@@ -161,10 +161,12 @@ def test_a_negative_staleness_is_a_config_problem(tmp_path):
         check_config(bandit_config(tmp_path, -1))  # (composition itself may already refuse it)
 
 
-@pytest.mark.parametrize("algorithm", ["gigpo", "tjpo", "t2po"])
+@pytest.mark.parametrize("algorithm", ["gigpo", "tjpo", "t2po",
+                                       pytest.param("ppo", marks=pytest.mark.long)])  # make test-long: suite budget
 def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path, algorithm):
-    """GiGPO (anchor groups), TJPO (trajectory descriptors) and T2PO (uncertainty through the replica, TDS) train with
-    rollout one version ahead."""
+    """GiGPO (anchor groups), TJPO (trajectory descriptors), T2PO (uncertainty through the replica, TDS) and PPO (the
+    critic's values read at update time on turns played a version earlier, as verl's async PPO) train with rollout
+    one version ahead."""
     cfg = compose_config([
         "recipe=debug", "command=train", "logger.wandb=false", "env_pool.kind=local", f"algorithm={algorithm}",
         "trainer.iterations=3", "trainer.tasks_per_iteration=2", "trainer.group_size=2", "trainer.eval_every=0",
@@ -177,6 +179,8 @@ def test_group_algorithms_train_asynchronously_on_sokoban(ray_runtime, tmp_path,
     assert len(rows) == 3 and all(r["async/staleness_max"] <= 1 for r in rows)
     assert sum(r["async/turns_lag_1"] for r in rows) > 0
     assert all(r["train/samples"] > 0 for r in rows)
+    if algorithm == "ppo":
+        assert all(r["critic/value_loss"] == r["critic/value_loss"] for r in rows)  # the critic trains on them too
 
 
 def test_gigpo_trains_asynchronously_with_pushes_landing_inside_generation(ray_runtime, tmp_path):
