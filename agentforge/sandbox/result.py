@@ -11,6 +11,7 @@ CPU_LIMIT = "cpu_limit"
 WALL_LIMIT = "wall_limit"
 OUTPUT_LIMIT = "output_limit"
 KILLED = "killed"  # ended by a signal that is not a limit's (e.g. it killed itself)
+TOO_LONG = "too_long"  # refused before it ran: longer than max_code_bytes (a model's runaway output)
 
 
 @dataclass(frozen=True)

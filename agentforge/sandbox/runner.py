@@ -19,10 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentforge.errors import ConfigError
 from agentforge.sandbox import host
 from agentforge.sandbox.limits import NAMESPACES, RLIMITS_ONLY, SandboxLimits
-from agentforge.sandbox.result import OUTPUT_LIMIT, WALL_LIMIT, SandboxResult, describe_exit
+from agentforge.sandbox.result import OUTPUT_LIMIT, TOO_LONG, WALL_LIMIT, SandboxResult, describe_exit
 
 log = logging.getLogger("agentforge.sandbox")
 
@@ -58,9 +57,9 @@ class Sandbox:
         if not isinstance(code, str):
             raise TypeError(f"Sandbox.run takes Python source as str, got {type(code).__name__}")
         size = len(code.encode("utf-8", "surrogatepass"))
-        if size > self.limits.max_code_bytes:
-            raise ConfigError(f"snippet of {size} bytes is longer than sandbox.max_code_bytes="
-                              f"{self.limits.max_code_bytes}; shorten it or raise the limit")
+        if size > self.limits.max_code_bytes:  # model output, not a config error: an observation, nothing run
+            return SandboxResult("", "", TOO_LONG, -1, False, 0.0,
+                                 f"not run: the code is {size} bytes, over the limit of {self.limits.max_code_bytes}")
         if self.limits.isolation == RLIMITS_ONLY:
             return self._run_rlimits_only(code)
         return self._run_namespaced(code)

@@ -195,8 +195,8 @@ def test_bad_limits_and_oversized_code_are_refused_with_the_fix():
         SandboxLimits.from_options({"cpu_second": 1})
     with pytest.raises(ConfigError, match="isolation='none'"):
         SandboxLimits(isolation="none")
-    with pytest.raises(ConfigError, match="longer than sandbox.max_code_bytes=16"):
-        Sandbox(SandboxLimits(max_code_bytes=16)).run("print('a much longer snippet')")
+    refused = Sandbox(SandboxLimits(max_code_bytes=16)).run("print('a much longer snippet')")  # a model's output:
+    assert refused.status == "too_long" and "over the limit of 16" in refused.observation()  # an observation, not run
 
 
 def test_rlimits_only_is_weaker_and_says_so(caplog, tmp_path):
