@@ -337,6 +337,9 @@ def _headline(results: dict[str, Result]) -> list[str]:
     frozen = runs(results, "frozenlake/grpo")
     if frozen:
         row("Gymnasium FrozenLake 4×4, GRPO (`grpo_gym_frozenlake`)", frozen)
+    if "code/grpo_level2_s0" in results:
+        row("code tool in a sandbox, level 2, GRPO (`grpo_code`, one run: paired within it)",
+            [results["code/grpo_level2_s0"]])
     if len(lines) == 2:
         raise ValueError("no committed results")
     return lines
@@ -394,10 +397,21 @@ def _coverage(results: dict[str, Result]) -> list[str]:
     return lines
 
 
+def _code(results: dict[str, Result]) -> list[str]:
+    """The code env (issue 53): GRPO on sandboxed tool use, one run per level (paired within each run)."""
+    names = [(n, label) for n, label in (("code/grpo_s0", "level 0 (products), SFT 96"),
+                                          ("code/grpo_level2_s0", "level 2 (counting, prime sums), SFT 32"))
+             if n in results]
+    group = [results[n] for n, _ in names]
+    if not group:
+        return ["(no code-env run committed under docs/results/)"]
+    return [*run_table(group, [f"`grpo_code` {label} (seed 0)" for _, label in names]), "", machine_line(group)]
+
+
 TABLES: dict[str, Callable[[dict[str, Result]], list[str]]] = {
     "demo": _demo, "sokoban-positions": _positions, "arithmetic": _arithmetic, "per-hour": _per_hour,
     "frozenlake": _frozenlake, "held-out": _held_out, "audit": _audit, "coverage": _coverage,
-    "headline": _headline, "sokoban-depth": _sokoban_depth,
+    "headline": _headline, "sokoban-depth": _sokoban_depth, "code": _code,
 }
 
 

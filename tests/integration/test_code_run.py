@@ -11,7 +11,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_code_run_warm_starts_on_sandboxed_programs_and_trains(tiny_train_config, tmp_path):
-    cfg = tiny_train_config("grpo_code", "trainer.tasks_per_iteration=2", "trainer.group_size=2",
+    cfg = tiny_train_config("grpo_code", "env.level=0", "trainer.tasks_per_iteration=2", "trainer.group_size=2",
                             "trainer.warm_start=true", "sft.num_tasks=4", "sft.epochs=1", "sft.batch_size=8",
                             "agent.sampling.max_new_tokens=24", "learner.lora.enabled=false", "trainer.test_tasks=0",
                             "trainer.eval_tasks=2", "held_out.reserve=16")
