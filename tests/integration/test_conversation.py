@@ -43,8 +43,8 @@ def forced(tokenizer, text: str) -> InterventionSpec:
     return InterventionSpec("force_sequence", {"sequence": [*ids, tokenizer.eos_token_id], "after_tokens": 0})
 
 
-def play(engine, config, tasks=2, group_size=2, intervention=None):
-    ctx = RolloutContext(engine, LocalEnvPool("sokoban", ENV_OPTIONS), TEMPLATE, config, intervention)
+def play(engine, config, tasks=2, group_size=2, intervention=None, env_options=None):
+    ctx = RolloutContext(engine, LocalEnvPool("sokoban", env_options or ENV_OPTIONS), TEMPLATE, config, intervention)
     result = MultiTurnWorkflow().run(ctx, TaskSampler("sokoban", "eval").sample(tasks), group_size)
     return result.groups, result.stats
 
@@ -208,24 +208,30 @@ def test_an_observation_that_outgrows_the_prompt_budget_ends_its_episode_not_the
 
 
 def test_a_summarising_episode_outlives_its_context_budget_token_exact(engine):
-    """`agent.history=summary`: with a prompt budget that a plain conversation outgrows after a few turns, the
-    episode plays all its turns; each summary is the policy's own sampled ids, spliced into the next prompt as they
-    are, and trains with the advantage of the turn after it."""
+    """`agent.history=summary`: an episode longer than the model's context window (engine.max_model_len) plays all its
+    turns under a 700-token prompt budget that a plain conversation outgrows after a few; each summary is the
+    policy's own sampled ids, spliced into the next prompt as they are, and trains with the advantage of the turn
+    after it."""
     tokenizer = engine.tokenizer
     text = "<think>go</think><action>left</action>"
-    budget = 700
-    kw = dict(max_turns=8, max_new_tokens=40, max_prompt_tokens=budget)
-    plain_groups, _ = play(engine, conversation(**kw), tasks=1, intervention=forced(tokenizer, text))
+    budget, turns = 700, 72
+    long_room = {**ENV_OPTIONS, "max_steps": turns + 5}
+    kw = dict(max_turns=turns, max_new_tokens=40, max_prompt_tokens=budget)
+    plain_groups, _ = play(engine, conversation(**kw), tasks=1, intervention=forced(tokenizer, text),
+                           env_options=long_room)
     plain = [t for g in plain_groups for t in g.trajectories]
     assert all(t.meta.get("truncated") == "context_limit" and t.length < 8 for t in plain)  # the budget binds
 
-    summarising = AgentConfig(history="summary", max_turns=8, max_prompt_tokens=budget,
+    summarising = AgentConfig(history="summary", max_turns=turns, max_prompt_tokens=budget,
                               sampling=SamplingConfig(max_new_tokens=40),
                               summary={"trigger": 0.7, "max_tokens": 24})
-    groups, stats = play(engine, summarising, tasks=1, intervention=forced(tokenizer, text))
+    groups, stats = play(engine, summarising, tasks=1, intervention=forced(tokenizer, text), env_options=long_room)
     trajectories = [t for g in groups for t in g.trajectories]
     for trajectory in trajectories:
-        assert trajectory.length == 8 and "truncated" not in trajectory.meta  # every turn played
+        assert trajectory.length == turns and "truncated" not in trajectory.meta  # every turn played
+        # what the episode read and wrote (every observation, every response) is more than the model's window
+        read_and_written = sum(len(t.response_ids) + len(tokenizer.encode(t.observation)) for t in trajectory.turns)
+        assert read_and_written > engine.max_model_len
         assert all(len(turn.prompt_ids) <= budget for turn in trajectory.turns)
         summaries = [s for s in trajectory.spans if s.kind == "summary"]
         assert summaries and all(s.role == LossRole.SUMMARY for s in summaries)
