@@ -89,7 +89,7 @@ def test_ppo_spreads_episode_gae_over_samples_and_skips_forced_tokens():
 
 def test_ppo_is_refused_where_its_parts_are_missing():
     ppo = make_algorithm("ppo")
-    assert ppo.needs_values and ppo.not_asynchronous and ppo.not_gateway
+    assert ppo.needs_values and not ppo.not_asynchronous and ppo.not_gateway  # asynchronous PPO is built
     with pytest.raises(AgentforgeError, match="token_advantages"):
         ppo.advantages([])
     with pytest.raises(ConfigError, match="lam"):
