@@ -76,11 +76,12 @@ class RolloutContext:
     def prompt_limit(self) -> int:
         """The longest prompt a turn may have: `agent.max_prompt_tokens`, and room for `max_new_tokens` within the
         engine's `max_model_len` (when the engine says it)."""
+        return self._limit_for(int(self.config.sampling.max_new_tokens))
+
+    def _limit_for(self, new_tokens: int) -> int:
         limit = int(self.config.max_prompt_tokens)
         max_len = getattr(self.engine, "max_model_len", None)
-        if isinstance(max_len, int):
-            limit = min(limit, max_len - int(self.config.sampling.max_new_tokens))
-        return limit
+        return min(limit, max_len - new_tokens) if isinstance(max_len, int) else limit
 
     def fresh(self) -> RolloutContext:
         """The same parts with zeroed counters: what each workflow run starts from."""
@@ -163,11 +164,7 @@ class RolloutContext:
     @property
     def summary_prompt_limit(self) -> int:
         """The longest request for a summary: room for `agent.summary.max_tokens` within the engine's length."""
-        limit = int(self.config.max_prompt_tokens)
-        max_len = getattr(self.engine, "max_model_len", None)
-        if isinstance(max_len, int):
-            limit = min(limit, max_len - int(self.config.summary.max_tokens))
-        return limit
+        return self._limit_for(int(self.config.summary.max_tokens))
 
     def summarise(self, episodes: Sequence[Episode]) -> None:
         """`agent.history=summary`: the episodes that asked for a summary write it (one batched call), and go on
