@@ -50,4 +50,15 @@ fi
 # ALFWorld's engine: two C++/Cython wheels built once into ~/.cache/agentforge/wheels (~4 min), then reused.
 VENV="$VENV" bash scripts/install_alfworld.sh
 "$VENV/bin/python" -c "import agentforge, vllm, ray, deepspeed, transformers, peft, hydra; print('agentforge installed')"
+# DeepSpeed's shared-memory collective op for the CPU accelerator: compiled with g++ on a learner's first start
+# (~40 s of both cores here, ~105 s on slower kinds) into ~/.cache/torch_extensions, then loaded from there. Built at
+# install time, so the first training run (`make demo`) and the test suite's first learner do not pay for it. Not on
+# a machine whose accelerator is a GPU (the op is the CPU accelerator's).
+"$VENV/bin/python" - <<'PY'
+from deepspeed.accelerator import get_accelerator
+
+if get_accelerator().device_name() == "cpu":
+    get_accelerator().create_op_builder("ShareMemCommBuilder").load(verbose=False)
+    print("deepspeed's CPU shared-memory op built (~/.cache/torch_extensions)")
+PY
 touch "$VENV/.installed"

@@ -66,6 +66,8 @@ def register_recipes(files: Iterable[Path] = ()) -> dict[str, Path]:
     for name, path in recipes.items():
         stat = path.stat()
         version = (str(path), stat.st_mtime_ns, stat.st_size)
+        if _registered.get(name) == version:
+            continue  # already in the store as this file's version: storing it again was a quarter of a compose
         store.store(group="recipe", name=name, node=_load_recipe(*version), package="_global_", provider="agentforge")
         _registered[name] = version
     return recipes

@@ -15,9 +15,11 @@ of the reserved held-out sets and is skipped, so the SFT data and everything aft
 no expert room meets (`held_out.reserve=1 trainer.eval_tasks=1`) the previous record was reproduced exactly (ids,
 and the loss to the last digit), so nothing else changed. Every dtype is pinned to
 float32, so the record does not depend on the CPU's bf16 support. Tolerances: token ids exactly; engine log-probs
-2e-2 absolute and advantages 1e-5 (float32 kernels differ between CPU kinds, and the aggressive warm start amplifies
+5e-2 absolute and advantages 1e-5 (float32 kernels differ between CPU kinds, and between runs in a full suite, where
+earlier tests leave the process's torch and the shared engine in another state; the aggressive warm start amplifies
 it: 2.04e-3 between the first two records' machines, 7.29e-3 between this record (Intel, AMX) and an AMD EPYC with
-AVX512-BF16 and no AMX, 2026-12-04, with the same token ids; a changed rollout changes the ids or moves log-probs by
+AVX512-BF16 and no AMX, 2026-12-04; on that AMD kind, 2026-12-07, two full suites gave 2.32e-2 (a token of log-prob
+-11.25) and 2.06e-2 (one of -4.80), every token id equal; a changed rollout changes the ids or moves log-probs by
 far more); the loss 1e-3 relative (it sums many such terms).
 """
 
@@ -87,7 +89,7 @@ def test_one_iteration_matches_the_record(algorithm, tmp_path):
         for ta, tb in zip(a["turns"], b["turns"], strict=True):
             assert ta["prompt_ids"] == tb["prompt_ids"], i
             assert ta["response_ids"] == tb["response_ids"], i
-            assert ta["logprobs"] == pytest.approx(tb["logprobs"], abs=2e-2), i
+            assert ta["logprobs"] == pytest.approx(tb["logprobs"], abs=5e-2), i
             assert ta["reward"] == pytest.approx(tb["reward"], abs=1e-9), i
     assert got["advantages"] == pytest.approx(expected["advantages"], abs=1e-5)
     assert got["loss"] == pytest.approx(expected["loss"], rel=1e-3, abs=1e-6)
