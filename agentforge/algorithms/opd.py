@@ -79,9 +79,11 @@ class OPD(Algorithm):
 
             expert_for(env)  # the env has an expert to give the privileged context, or the error names those that do
             return
-        if not (run.get("learner", {}).get("teacher") or {}).get("path"):
+        teacher = run.get("learner", {}).get("teacher") or {}
+        if not (teacher.get("path") or teacher.get("url")):
             raise ConfigError("algorithm 'opd' distils from a teacher: set learner.teacher.path=<model folder> (an HF "
-                              "folder or `agentforge export` of a run, with the student's tokenizer)")
+                              "folder or `agentforge export` of a run, with the student's tokenizer), or "
+                              "learner.teacher.url=<OpenAI-compatible base URL> of a served one")
 
     def token_advantages(self, samples: Sequence, owners: Sequence[Turn | Span], groups: Sequence[Group],
                          teacher_logprobs: Sequence[np.ndarray]) -> np.ndarray:

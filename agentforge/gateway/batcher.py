@@ -7,7 +7,9 @@ come). On a CPU a call of 1 prompt costs nearly as much as one of 16: fragmentin
 equal sampling settings share one generate call. The algorithm's rollout hooks act on every call as on an env turn:
 its decoding intervention (unless the call brings its own: `tool_choice` required or named forces the
 tool call's opening), and its review (a rejected reply is generated again from the same prompt and kept as a
-NOT_TRAINED span, as in the multi-turn workflow).
+NOT_TRAINED span, as in the multi-turn workflow). `agentforge serve`'s prompt scoring (`echo` with `max_tokens=0`:
+an endpoint teacher's log-probs) goes through the same thread, as one `engine.score` call per batch: the engine is
+called from one thread only.
 
 A failing generate call fails only the requests that caused it: the calls of a failed batch are generated again one
 by one, so another session's valid request batched with a bad one still gets its reply.
@@ -41,6 +43,7 @@ class PendingCall:
     sampling: SamplingConfig
     forced: InterventionSpec | None = None  # this call's own intervention (tool_choice), over the algorithm's
     future: Future = field(default_factory=Future)
+    score: bool = False  # score the prompt's tokens (each given the ones before it) instead of generating
 
 
 def sampling_key(sampling: SamplingConfig) -> tuple:
@@ -64,7 +67,13 @@ class GenerationBatcher:
 
     def submit(self, session: Session, prompt_ids: list[int], sampling: SamplingConfig,
                forced: InterventionSpec | None = None) -> Future:
-        call = PendingCall(session, prompt_ids, sampling, forced)
+        return self._enqueue(PendingCall(session, prompt_ids, sampling, forced))
+
+    def submit_score(self, session: Session, prompt_ids: list[int]) -> Future:
+        """The raw log-prob of each prompt token after the first, given the tokens before it (a list of floats)."""
+        return self._enqueue(PendingCall(session, prompt_ids, SamplingConfig(max_new_tokens=1), score=True))
+
+    def _enqueue(self, call: PendingCall) -> Future:
         with self._cond:
             if self._closed:
                 raise AgentforgeError("the gateway is closed")
@@ -104,14 +113,14 @@ class GenerationBatcher:
                 return
             groups: dict[tuple, list[PendingCall]] = {}
             for call in batch:
-                groups.setdefault(sampling_key(call.sampling), []).append(call)
+                groups.setdefault(("score",) if call.score else sampling_key(call.sampling), []).append(call)
             for calls in groups.values():
                 self._run(calls)
 
     def _run(self, calls: list[PendingCall]) -> None:
         """Generate `calls` together; if that fails, each alone (only a failing call's own future fails)."""
         try:
-            completions = self._generate_reviewed(calls)
+            completions = self._score(calls) if calls[0].score else self._generate_reviewed(calls)
         except BaseException as exc:  # noqa: BLE001  (the handlers report it; the loop goes on)
             if len(calls) > 1:
                 log.warning("gateway: a generate call of %d requests failed (%s: %s); generating them one by one",
@@ -124,6 +133,10 @@ class GenerationBatcher:
             return
         for call, completion in zip(calls, completions, strict=True):
             call.future.set_result(completion)
+
+    def _score(self, calls: list[PendingCall]) -> list[list[float]]:
+        engine = self.context().engine
+        return engine.score([c.prompt_ids[:1] for c in calls], [c.prompt_ids[1:] for c in calls])
 
     def _generate_reviewed(self, calls: list[PendingCall]) -> list[Completion]:
         episodes = [c.session.episode for c in calls]

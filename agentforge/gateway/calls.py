@@ -169,8 +169,8 @@ class CallHandler:
         return response
 
     # ------------------------------------------------------------------------------------------ completions
-    def completion(self, session: Session, body: dict[str, Any],
-                   headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def completion_prompt(self, body: dict[str, Any]) -> tuple[list[int], Any]:
+        """The request's prompt as token ids (a string is encoded; ids are taken as they are), and as sent."""
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
@@ -187,6 +187,14 @@ class CallHandler:
             raise RequestError("`prompt` must be a string or a list of token ids (one prompt per call)", "prompt")
         if not ids:
             raise RequestError("`prompt` is empty; send at least one token", "prompt")
+        return ids, prompt
+
+    def completion(self, session: Session, body: dict[str, Any],
+                   headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+        if check_flag(body, "echo"):
+            raise RequestError("echo (the prompt's log-probs) is answered by `agentforge serve`, not by a training "
+                               "gateway: every call here is a turn of an episode; drop echo", "echo")
+        ids, prompt = self.completion_prompt(body)
         if self.expert is not None:
             raise RequestError("expert play (the warm start) answers chat calls only: the expert writes assistant "
                                "messages; call /v1/chat/completions", "prompt")

@@ -140,6 +140,14 @@ class TeacherSettings:
                                  "no teacher")
     dtype: str | None = opt(None, "the teacher's dtype (null: the learner's)",
                             choices=("float32", "bfloat16", "float16", None))
+    url: str | None = opt(None, "instead of a folder: an OpenAI-compatible base URL that returns prompt log-probs "
+                                "(`agentforge serve`, a vLLM server), e.g. http://127.0.0.1:8000/v1; scored from the "
+                                "trainer, `concurrency` requests at a time")
+    model: str | None = opt(None, "the model name sent to `url` (null: the first that its /models lists)")
+    api_key_env: str | None = opt(None, "the environment variable holding `url`'s API key (never the key itself; "
+                                        "agentforge serve's: AGENTFORGE_SERVE_TOKEN); null: none sent")
+    concurrency: int = opt(4, "requests to `url` in flight at once", ge=1)
+    timeout_s: float = opt(120.0, "seconds one request to `url` may take", gt=0)
 
 
 @owns_section("learner")
@@ -312,6 +320,13 @@ class LearnerConfig:
                      "learner.in_process=false to run the ranks as Ray actors")
         if self.lora.enabled and not self.lora.target_modules:
             p.append("learner.lora.target_modules is empty; name the linear modules to adapt, e.g. [q_proj, v_proj]")
+        if self.teacher.path and self.teacher.url:
+            p.append(f"learner.teacher.path={self.teacher.path!r} and learner.teacher.url={self.teacher.url!r} name "
+                     "two teachers; set one of them (path: a model on the learner's ranks; url: a served one)")
+        if self.teacher.url and self.sampling_temperature != 1.0:
+            p.append(f"learner.teacher.url: a served teacher returns raw (temperature 1) prompt log-probs, but the "
+                     f"student samples at {self.sampling_temperature:g}; sample at agent.sampling.temperature=1.0, or "
+                     "load the teacher on the learner (learner.teacher.path), which scores at any temperature")
         p += _objective_problems(self)
         return p
 

@@ -44,6 +44,12 @@ class Learner:
         self.model_path = str(model_path)
         self.in_process = in_process
         self._placement_group = None
+        # a served teacher (learner.teacher.url) is asked from here, not from the ranks: nothing of it is loaded
+        self._endpoint_teacher = None
+        if config.teacher.url:
+            from agentforge.learner.endpoint_teacher import EndpointTeacher
+
+            self._endpoint_teacher = EndpointTeacher(config.teacher, self.model_path)
         if in_process:
             self._local: DeepSpeedLearnerRank | None = DeepSpeedLearnerRank(self.model_path, config)
             self._actors: list[Any] = []
@@ -176,6 +182,8 @@ class Learner:
 
     def compute_teacher_logprobs(self, samples: Sequence[TurnSample]) -> list[np.ndarray]:
         """The teacher's log-prob of each sample's response tokens, in the order given (needs learner.teacher)."""
+        if self._endpoint_teacher is not None:
+            return self._endpoint_teacher.logprobs(samples)
         return self._gather("compute_teacher_logprobs", samples)
 
     def optimizer_steps(self) -> int:

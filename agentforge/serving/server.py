@@ -13,12 +13,13 @@ What changes against training, and why:
 from __future__ import annotations
 
 import threading
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agentforge.gateway.batcher import GenerationBatcher
-from agentforge.gateway.calls import CallHandler
+from agentforge.gateway.calls import CallHandler, check_flag, is_int
 from agentforge.gateway.errors import RequestError
 from agentforge.gateway.rendering import ChatRenderer
 from agentforge.gateway.server import SESSION_HEADER, GatewayServer
@@ -116,11 +117,44 @@ class ServeHandler(CallHandler):
             _request.body = None
 
     def completion(self, session: Session, body: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if check_flag(body, "echo"):
+            return self.prompt_logprobs(session, body)
         _request.body = body
         try:
             return super().completion(session, body, *args, **kwargs)
         finally:
             _request.body = None
+
+    def prompt_logprobs(self, session: Session, body: dict[str, Any]) -> dict[str, Any]:
+        """`echo: true, max_tokens: 0, logprobs: 0` (vLLM's and OpenAI's legacy convention): the prompt back with
+        the raw log-prob of each token given the ones before it (the first has none). An endpoint teacher of
+        on-policy distillation scores the student's sampled tokens this way (agentforge/learner/endpoint_teacher.py).
+        """
+        if body.get("max_tokens") != 0:
+            raise RequestError(f"echo=true returns the prompt's log-probs without generating: set max_tokens=0 (got "
+                               f"{body.get('max_tokens')!r}); agentforge serve does not echo and generate in one call",
+                               "max_tokens")
+        logprobs = body.get("logprobs")
+        if logprobs is not None and not (isinstance(logprobs, bool) or (is_int(logprobs) and 0 <= logprobs <= 5)):
+            raise RequestError(f"logprobs={logprobs!r} must be an integer in [0, 5] (or true/false)", "logprobs")
+        ids, _ = self.completion_prompt(body)
+        if len(ids) > self.max_model_len:
+            raise RequestError(f"the prompt is {len(ids)} tokens: more than the engine's {self.max_model_len} "
+                               "(engine.max_model_len)", "prompt", code="context_length_exceeded")
+        assert self.batcher is not None
+        pending = self.batcher.submit_score(session, ids)
+        try:
+            scores = pending.result(timeout=self.generate_timeout_s)
+        except FutureTimeout:
+            pending.cancel()
+            raise RequestError(f"the engine did not score the prompt within {self.generate_timeout_s:g} s; retry",
+                               status=504, kind="server_error", code="generation_timeout") from None
+        decode = self.renderer.tokenizer.decode
+        wanted = logprobs is not None and logprobs is not False
+        choice = {"index": 0, "text": decode(ids), "finish_reason": "length", "logprobs": {
+            "tokens": [decode([t]) for t in ids], "token_logprobs": [None, *(float(x) for x in scores)],
+            "top_logprobs": None} if wanted else None}
+        return self._envelope("text_completion", choice, ids, 0)
 
 
 def request_temperature(base: SamplingConfig) -> SamplingConfig:

@@ -20,10 +20,13 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def teacher_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    return perturbed_copy(tiny_model_dir, tmp_path_factory.mktemp("teacher"))
+
+
+def perturbed_copy(tiny_model_dir: Path, out: Path) -> Path:
     """The tiny model with every weight moved a little: a teacher that disagrees with the student."""
     from transformers import AutoModelForCausalLM
 
-    out = tmp_path_factory.mktemp("teacher")
     model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():

@@ -181,6 +181,14 @@ def test_completion_prompt_ids_outside_the_vocabulary_are_400s(gateway):
         assert response.status_code == 400 and response.json()["error"]["param"] == "prompt", response.text
 
 
+def test_a_prompt_echo_is_refused_by_a_training_gateway(gateway):
+    """Scoring a prompt (`echo`) is `agentforge serve`'s (tests/integration/test_endpoint_teacher.py): here every call
+    is a turn of an episode."""
+    response = gateway.post(gateway.sessions[0], {"prompt": [1, 2], "echo": True, "max_tokens": 0}, path="completions")
+    assert response.status_code == 400 and response.json()["error"]["param"] == "echo", response.text
+    assert "agentforge serve" in response.json()["error"]["message"]
+
+
 # ------------------------------------------------------------------------------------------------ retries
 
 def test_a_retried_request_is_answered_again_without_a_new_turn(gateway):
