@@ -70,6 +70,11 @@ class OPD(Algorithm):
         if self.config.reward_weight > 0 and int(run.get("trainer", {}).get("group_size", 2)) < 2:
             raise ConfigError("algorithm 'opd': reward_weight > 0 adds a group-relative outcome advantage, which needs "
                               "trainer.group_size >= 2 (or set algorithm.reward_weight=0)")
+        divergence = str((run.get("learner", {}).get("teacher") or {}).get("divergence") or "sampled")
+        if divergence != "sampled" and (self.teacher_is_self or self.config.reward_weight > 0):
+            raise ConfigError(f"algorithm 'opd' with learner.teacher.divergence={divergence} trains the top-k "
+                              "divergence to a loaded teacher alone: it is not built for teacher=self or "
+                              "reward_weight > 0 (use divergence=sampled for those)")
         if self.teacher_is_self:
             env = str(run.get("env", {}).get("name", ""))
             if env in ("agent", "mix"):

@@ -148,6 +148,12 @@ class TeacherSettings:
                                         "agentforge serve's: AGENTFORGE_SERVE_TOKEN); null: none sent")
     concurrency: int = opt(4, "requests to `url` in flight at once", ge=1)
     timeout_s: float = opt(120.0, "seconds one request to `url` may take", gt=0)
+    divergence: str = opt("sampled", "sampled (the policy gradient of teacher - student at each sampled token) | "
+                                     "forward | reverse | jsd (GKD's divergences on the teacher's top-k tokens at each "
+                                     "position, with gradient through the student's distribution; needs `path`)",
+                          choices=("sampled", "forward", "reverse", "jsd"))
+    top_k: int = opt(20, "the teacher's most likely tokens a divergence is taken over", ge=1)
+    jsd_beta: float = opt(0.5, "jsd's β: β·KL(p ‖ m) + (1 − β)·KL(q ‖ m), m = β·p + (1 − β)·q", ge=0, le=1)
 
 
 @owns_section("learner")
@@ -261,7 +267,8 @@ class LearnerConfig:
         from agentforge.objective.policy_loss import POLICY_LOSSES
 
         loss = self.loss
-        return (self.skip_zero_advantage and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
+        return (self.skip_zero_advantage and self.teacher.divergence == "sampled"
+                and loss.resolved_policy_loss() in POLICY_LOSSES.builtin_names()
                 and not loss.kl_coef > 0 and loss.entropy_coef == 0)
 
     def objective_spec(self) -> Any:
@@ -323,6 +330,10 @@ class LearnerConfig:
         if self.teacher.path and self.teacher.url:
             p.append(f"learner.teacher.path={self.teacher.path!r} and learner.teacher.url={self.teacher.url!r} name "
                      "two teachers; set one of them (path: a model on the learner's ranks; url: a served one)")
+        if self.teacher.divergence != "sampled" and not self.teacher.path:
+            p.append(f"learner.teacher.divergence={self.teacher.divergence} is taken over the teacher's top-k "
+                     "distribution, which needs its logits: set learner.teacher.path (a served teacher returns the "
+                     "sampled tokens' log-probs only; use divergence=sampled with learner.teacher.url)")
         if self.teacher.url and self.sampling_temperature != 1.0:
             p.append(f"learner.teacher.url: a served teacher returns raw (temperature 1) prompt log-probs, but the "
                      f"student samples at {self.sampling_temperature:g}; sample at agent.sampling.temperature=1.0, or "

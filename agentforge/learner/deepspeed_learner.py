@@ -281,6 +281,8 @@ class DeepSpeedLearnerRank(RankReference, RankWeights):
         mask = batch.loss_mask
         tokens = float(mask.sum())
         logits = packed_logits(self.engine, batch)
+        if not sft and self.config.teacher.divergence != "sampled":
+            return self._divergence_loss(batch, logits, norm)
         spec = self.objective
         temperature = 1.0 if sft else self.config.sampling_temperature
         logp, entropy = token_logprobs(logits, batch.target, with_entropy=True,
@@ -305,6 +307,25 @@ class DeepSpeedLearnerRank(RankReference, RankWeights):
             diff = (logp.detach().float() - batch.old_logprobs)[mask].abs()
             metrics["logprob_mismatch_max"] = float(diff.max()) if diff.numel() else 0.0
         return loss, metrics, logits
+
+    def _divergence_loss(self, batch: PackedBatch, logits: torch.Tensor,
+                         norm: Normalizer) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+        """GKD's loss (`learner.teacher.divergence`): the divergence between the teacher's and the student's
+        distributions on the teacher's top-k tokens at every loss token, token-mean over the step; the teacher runs
+        on the same packed micro-batch (its shared prefixes once, as the student's)."""
+        from agentforge.objective.distillation import topk_divergence
+
+        if self.teacher is None:
+            raise AgentforgeError("learner.teacher.divergence needs the teacher's logits: set learner.teacher.path")
+        settings, mask = self.config.teacher, batch.loss_mask
+        with torch.no_grad():
+            teacher_logits = packed_logits(self.teacher.model, batch)[mask]
+        per_token, mass = topk_divergence(logits[mask], teacher_logits, int(settings.top_k), str(settings.divergence),
+                                          float(settings.jsd_beta), self.config.sampling_temperature)
+        tokens = float(mask.sum())
+        mean = float(per_token.detach().sum()) / max(tokens, 1.0)
+        return per_token.sum() / norm.tokens, {"tokens": tokens, "loss": mean, "distill_divergence": mean,
+                                               "distill_topk_mass": float(mass.sum()) / max(tokens, 1.0)}, logits
 
     def _stage0_grad_norm(self) -> float | None:
         """The pre-clip gradient norm where DeepSpeed does not report one (fp32 without ZeRO: a plain torch

@@ -99,3 +99,25 @@ def test_self_distillation_scores_the_students_tokens_with_its_own_weights_shown
     assert first["train/privileged_fraction"] > 0.5 and first["train/skipped"] == 0 and first["time/teacher"] > 0
     # the same weights: only the hint in the prompt moves the teacher away from the student
     assert first["adv/teacher_minus_student_abs"] > 1e-3
+
+
+def test_a_topk_divergence_moves_the_student_toward_the_loaded_teacher(tiny_model_dir, teacher_dir):
+    """GKD's JSD on the teacher's top-8 tokens (learner.teacher.divergence=jsd): the teacher runs on the student's
+    packed micro-batches, the loss is the divergence itself, and steps on it bring it down; the teacher's logits are
+    needed, so a served teacher is refused, and so is self-distillation."""
+    config = LearnerConfig.from_mapping({"dtype": "float32", "micro_batch_tokens": 24, "temperature": 1.0, "lr": 1e-2,
+                                         "teacher": {"path": str(teacher_dir), "divergence": "jsd", "top_k": 8}})
+    batch = samples()
+    with Learner(str(tiny_model_dir), config, in_process=True) as learner:
+        steps = [learner.update(batch) for _ in range(4)]
+    divergences = [s["distill_divergence"] for s in steps]
+    assert all(s["skipped"] == 0 and 0 < s["distill_topk_mass"] <= 1 for s in steps)
+    assert divergences[0] > 0 and divergences[-1] < 0.8 * divergences[0], divergences
+    assert steps[0]["loss"] == pytest.approx(divergences[0])
+    with pytest.raises(ConfigError, match="needs its logits: set learner.teacher.path"):
+        LearnerConfig.from_mapping({"teacher": {"url": "http://127.0.0.1:1/v1", "divergence": "forward"}}).validate()
+    from agentforge.commands.overrides import override_problems
+
+    problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd", "algorithm.teacher=self",
+                                     "learner.teacher.divergence=jsd", f"learner.teacher.path={teacher_dir}"])
+    assert any("not built for teacher=self" in p for p in problems), problems

@@ -97,3 +97,34 @@ def test_self_distillation_needs_an_env_with_an_expert():
     problems, _ = override_problems(["command=train", "recipe=debug", "algorithm=opd", "algorithm.teacher=self",
                                      "env=textarena"])
     assert any("has no expert" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("divergence", ["forward", "reverse", "jsd"])
+def test_topk_divergences_equal_a_hand_computation_and_vanish_at_the_teacher(divergence):
+    import torch
+
+    from agentforge.objective.distillation import topk_divergence
+
+    rng = np.random.default_rng(3)
+    student, teacher = (torch.as_tensor(rng.normal(size=(5, 40)) * 2, dtype=torch.float32) for _ in range(2))
+    k, beta, temperature = 6, 0.3, 0.8
+    got, mass = topk_divergence(student.clone().requires_grad_(True), teacher, k, divergence, beta, temperature)
+    for n in range(5):  # by hand, position by position, in float64
+        t, s = teacher[n].double().numpy() / temperature, student[n].double().numpy() / temperature
+        top = np.argsort(-t)[:k]
+        p = np.exp(t[top] - t[top].max())
+        p /= p.sum()
+        q = np.exp(s[top] - s[top].max())
+        q /= q.sum()
+        m = beta * p + (1 - beta) * q
+        expected = {"forward": (p * np.log(p / q)).sum(), "reverse": (q * np.log(q / p)).sum(),
+                    "jsd": beta * (p * np.log(p / m)).sum() + (1 - beta) * (q * np.log(q / m)).sum()}[divergence]
+        assert float(got[n]) == pytest.approx(expected, rel=1e-4, abs=1e-6)
+        full = np.exp(t - t.max())
+        assert float(mass[n]) == pytest.approx(full[top].sum() / full.sum(), rel=1e-5)
+    assert (got > 0).all()
+    got.sum().backward()  # the gradient reaches the student's logits
+    same, _ = topk_divergence(teacher.clone(), teacher, k, divergence, beta, temperature)
+    assert torch.allclose(same, torch.zeros(5), atol=1e-6)
+    with pytest.raises(ValueError, match="not one of"):
+        topk_divergence(student, teacher, k, "wasserstein")
