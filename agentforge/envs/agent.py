@@ -23,6 +23,7 @@ class AgentEnv:
 
     replayable = False
     replay_note = "an external agent drives the episode; its tools and choices cannot be replayed by the trainer"
+    descriptors: ClassVar[dict[str, str]] = {"tool_calls": "agentforge.envs.agent_descriptors:agent_tool_calls"}
     option_help: ClassVar[dict[str, str]] = {
         "entry": "the agent: `package.module:callable`, sync or async, called as (task, base_url, api_key) and "
                  "returning a reward (float), a dict {reward, won?, info?}, or None (then `verifier` scores it)",

@@ -92,6 +92,23 @@ def drawing_for(name: str) -> Any:
     return drawing
 
 
+def declared_descriptors() -> dict[str, tuple[str, str]]:
+    """Every env's trajectory descriptors (`descriptors = {name: "pkg.module:function"}` on its class): name ->
+    (the env that declares it, the function's path). An env class owns its descriptors as it owns its expert."""
+    import agentforge.envs  # noqa: F401  (registers the built-in envs)
+
+    found: dict[str, tuple[str, str]] = {}
+    for env in ENVS.names():
+        for name, path in (getattr(ENVS.get(env), "descriptors", None) or {}).items():
+            found.setdefault(name, (env, path))
+    return found
+
+
+def acted_turns(trajectory: Any) -> list[Any]:
+    """Turns whose action was parsed and sent to the env (invalid-format turns carry no action)."""
+    return [turn for turn in trajectory.turns if turn.action is not None]
+
+
 def check_env_class(env_class: Any, label: str, options: dict[str, Any], splits: Sequence[str]) -> None:
     """An env class accepts these options and (when it says how) has data for `splits`; `label` names it in the
     error (e.g. "env 'sokoban'", or "env.envs.sokoban: env 'sokoban'" for a member of a mix)."""

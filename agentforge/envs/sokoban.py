@@ -283,6 +283,10 @@ class SokobanEnv:
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.sokoban_solver:expert_actions"
     drawing: ClassVar[str] = "agentforge.viewer.sokoban:DRAWING"  # `agentforge view` (viewer/drawings.py)
+    # TJPO's descriptors and the eval's cross-metrics (agentforge/algorithms/descriptors.py finds them here)
+    descriptors: ClassVar[dict[str, str]] = {
+        "direction_transition": "agentforge.envs.sokoban_descriptors:sokoban_direction_transition",
+        "spatial_coverage": "agentforge.envs.sokoban_descriptors:sokoban_spatial_coverage"}
 
     option_help: ClassVar[dict[str, str]] = {
         'dim_room': 'room size [height, width]',

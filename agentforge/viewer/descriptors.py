@@ -18,7 +18,7 @@ def labels(name: str, size: int) -> list[str]:
     """Entry names of a built-in descriptor (its source defines the order); indices for anything else."""
     try:
         if name == "location":
-            from agentforge.algorithms.descriptors import alfworld_location_categories
+            from agentforge.envs.alfworld.descriptors import alfworld_location_categories
 
             names = list(alfworld_location_categories())
         elif name == "action_type":

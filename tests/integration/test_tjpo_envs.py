@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from agentforge.algorithms import make_algorithm
-from agentforge.algorithms.descriptors import alfworld_location_categories, get_descriptor
+from agentforge.algorithms.descriptors import get_descriptor
+from agentforge.envs.alfworld.descriptors import alfworld_location_categories
 from agentforge.envs.base import make_env
 from agentforge.envs.sokoban_solver import solve
 from agentforge.types import Group, Task, Trajectory, Turn

@@ -267,7 +267,7 @@ def test_alfworld_action_type_and_location_descriptors():
     np.testing.assert_allclose(actions, list(expected.values()))
     location = get_descriptor("location")
     vector = location(trajectory(turns))
-    from agentforge.algorithms.descriptors import alfworld_location_categories
+    from agentforge.envs.alfworld.descriptors import alfworld_location_categories
 
     categories = alfworld_location_categories()
     assert vector[categories.index("countertop")] == 0.5 and vector[categories.index("fridge")] == 0.5
@@ -420,7 +420,8 @@ def test_sigma_is_a_command_line_and_sweep_option():
 
 
 def test_the_tool_calls_descriptor_tells_apart_agents_that_used_different_tools():
-    from agentforge.algorithms.descriptors import agent_tool_calls, descriptors_for_env
+    from agentforge.algorithms.descriptors import descriptors_for_env
+    from agentforge.envs.agent_descriptors import agent_tool_calls
     from agentforge.types import Task, Trajectory, Turn
 
     def turn(*calls: str) -> Turn:
@@ -434,3 +435,27 @@ def test_the_tool_calls_descriptor_tells_apart_agents_that_used_different_tools(
     assert a.shape == c.shape == (17,) and (a == b).all() and not (a == c).all()
     assert a[:8].sum() == 3 and a[8:16].sum() == 2 and c[-1] == 1  # 3 calls, 2 transitions; 1 reply without a tool
     assert descriptors_for_env("agent") == ["tool_calls"]
+
+
+def test_an_env_owns_its_descriptors_and_a_plugin_env_brings_its_own(monkeypatch):
+    """Descriptors are declared on the env's class and found through it by name (no list of env names in
+    algorithms/); a plugin env's descriptor works by name like a built-in, and applies to that env's evals."""
+    from agentforge.algorithms.descriptors import descriptors_for_env, get_descriptor, known_names
+    from agentforge.envs.base import ENVS
+    from agentforge.envs.sokoban_descriptors import sokoban_direction_transition
+
+    assert descriptors_for_env("sokoban") == ["direction_transition", "spatial_coverage"]
+    assert descriptors_for_env("alfworld_intervention") == descriptors_for_env("alfworld") == ["action_type",
+                                                                                                 "location"]
+    assert descriptors_for_env("gym") == ["state_coverage"] and descriptors_for_env("search_qa") == []
+    found = get_descriptor("direction_transition")
+    assert found.fn is sokoban_direction_transition and found.env == "sokoban"
+
+    class PluginEnv:
+        descriptors = {"turn_count": "agentforge.envs.base:acted_turns"}  # any function of a trajectory
+
+    monkeypatch.setitem(ENVS._items, "plugin_env", PluginEnv)
+    assert "turn_count" in known_names() and descriptors_for_env("plugin_env") == ["turn_count"]
+    assert get_descriptor("turn_count").env == "plugin_env"
+    with pytest.raises(ConfigError, match="valid descriptors: .*direction_transition.*turn_count"):
+        get_descriptor("nope")

@@ -94,6 +94,8 @@ class GymEnv:
 
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.adapters.gym:expert_actions"
+    descriptors: ClassVar[dict[str, str]] = {
+        "state_coverage": "agentforge.envs.adapters.gym_descriptors:gym_state_coverage"}
 
     option_help: ClassVar[dict[str, str]] = {
         "id": "the Gymnasium id (toy-text: FrozenLake-v1, FrozenLake8x8-v1, CliffWalking-v1, Taxi-v4, Blackjack-v1)",

@@ -82,6 +82,9 @@ class AlfWorldEnv:
     # the SFT warm start's expert (`envs.base.expert_for`): a path, so this module does not import it
     expert: ClassVar[str] = "agentforge.envs.alfworld.expert:expert_actions"
     drawing: ClassVar[str] = "agentforge.viewer.alfworld:DRAWING"  # `agentforge view` (viewer/drawings.py)
+    # TJPO's descriptors and the eval's cross-metrics (agentforge/algorithms/descriptors.py finds them here)
+    descriptors: ClassVar[dict[str, str]] = {"action_type": "agentforge.envs.alfworld.descriptors:alfworld_action_type",
+                                             "location": "agentforge.envs.alfworld.descriptors:alfworld_location"}
 
     option_help: ClassVar[dict[str, str]] = {
         'data_source': 'bundled (generated games shipped with agentforge) | a folder of games | $ALFWORLD_DATA layout',

@@ -173,6 +173,9 @@ class AlfWorldInterventionEnv:
     """
 
     drawing: ClassVar[str] = "agentforge.viewer.alfworld:DRAWING"  # drawn as ALFWorld (`agentforge view`)
+    # TJPO's descriptors and the eval's cross-metrics (agentforge/algorithms/descriptors.py finds them here)
+    descriptors: ClassVar[dict[str, str]] = {"action_type": "agentforge.envs.alfworld.descriptors:alfworld_action_type",
+                                             "location": "agentforge.envs.alfworld.descriptors:alfworld_location"}
     option_help: ClassVar[dict[str, str]] = {
         'condition': 'standard | user_constraint | disruption',
         'cases': 'bundled (the shipped case file) | a case file (.jsonl.gz)',
