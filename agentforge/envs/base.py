@@ -98,8 +98,8 @@ def declared_descriptors() -> dict[str, tuple[str, str]]:
     import agentforge.envs  # noqa: F401  (registers the built-in envs)
 
     found: dict[str, tuple[str, str]] = {}
-    for env in ENVS.names():
-        for name, path in (getattr(ENVS.get(env), "descriptors", None) or {}).items():
+    for env in ENVS.names():  # the class that declares them, not a subclass that inherits them (a test's variant)
+        for name, path in (vars(ENVS.get(env)).get("descriptors") or {}).items():
             found.setdefault(name, (env, path))
     return found
 

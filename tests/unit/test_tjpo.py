@@ -442,14 +442,20 @@ def test_an_env_owns_its_descriptors_and_a_plugin_env_brings_its_own(monkeypatch
     algorithms/); a plugin env's descriptor works by name like a built-in, and applies to that env's evals."""
     from agentforge.algorithms.descriptors import descriptors_for_env, get_descriptor, known_names
     from agentforge.envs.base import ENVS
+    from agentforge.envs.sokoban import SokobanEnv
     from agentforge.envs.sokoban_descriptors import sokoban_direction_transition
 
+    class AVariantOfSokoban(SokobanEnv):  # inherits the descriptors (as the suite's fault-injecting envs do)
+        pass
+
+    monkeypatch.setitem(ENVS._items, "a_sokoban_variant", AVariantOfSokoban)  # sorted before "sokoban"
     assert descriptors_for_env("sokoban") == ["direction_transition", "spatial_coverage"]
     assert descriptors_for_env("alfworld_intervention") == descriptors_for_env("alfworld") == ["action_type",
                                                                                                  "location"]
     assert descriptors_for_env("gym") == ["state_coverage"] and descriptors_for_env("search_qa") == []
     found = get_descriptor("direction_transition")
-    assert found.fn is sokoban_direction_transition and found.env == "sokoban"
+    assert found.fn is sokoban_direction_transition and found.env == "sokoban"  # the declaring env, not a subclass
+    assert descriptors_for_env("a_sokoban_variant") == descriptors_for_env("sokoban")
 
     class PluginEnv:
         descriptors = {"turn_count": "agentforge.envs.base:acted_turns"}  # any function of a trajectory
